@@ -1,0 +1,2 @@
+"""stigmergy-workbench."""
+__version__ = "0.1.0"

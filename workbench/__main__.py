@@ -1,0 +1,1 @@
+from workbench.cli import main; raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""The command line: what notebooks do in batch, so that studies also run
+without Jupyter. Errors in input are printed as one line and exit with 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from workbench.params import ParamsError, load_study
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from workbench.study import run_study
+
+    study = load_study(args.params)
+    cells = [c for c in args.cells.split(",") if c] if args.cells else None
+    try:
+        summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
+                            progress=not args.no_progress, max_worlds=args.max_worlds)
+    except KeyboardInterrupt:
+        print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    for name, n in summary.repaired_bytes.items():
+        print(f"note: dropped a half-written last line ({n} bytes) from {name}", file=sys.stderr)
+    print(summary.line())
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    study = load_study(args.params)
+    print(f"{study.path}: study {study.name!r}, world kind {study.world}, {len(study.cells)} cells × "
+          f"{study.worlds_per_cell} worlds, seed {study.seed}")
+    for c in study.cells:
+        print(f"  {c.cell_id}  {c.label}")
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from workbench.records import load_run
+    from workbench.replay import print_world
+
+    records = load_run(args.dir)
+    if args.world is None:
+        for w in records.worlds:
+            print(f"{w['world_id']}  {w.get('cell_label', '')}  valid={w['valid']}")
+        return 0
+    print_world(records, args.world, sys.stdout, full=args.full)
+    return 0
+
+
+def _cmd_profiles(args: argparse.Namespace) -> int:
+    from workbench.models.simulated import PROFILES
+
+    print("Simulated profiles (simulated behaviour, not real models):")
+    for p in PROFILES.values():
+        print(f"  sim/{p.name:<16} {p.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="workbench", description="stigmergy-workbench: shared-state studies of LLM agents")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run", help="run (or resume) a study into a run directory")
+    p.add_argument("params", help="study YAML file")
+    p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
+    p.add_argument("--cells", help="comma-separated cell ids or labels to run (default: all)")
+    p.add_argument("--concurrency", type=int, help="worlds in flight at once (default: the study's)")
+    p.add_argument("--max-worlds", type=int, help="stop after this many new worlds")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_run)
+    p = sub.add_parser("validate", help="check a study file and list its cells")
+    p.add_argument("params")
+    p.set_defaults(func=_cmd_validate)
+    p = sub.add_parser("replay", help="print a recorded world step by step (no model is called)")
+    p.add_argument("dir", help="run directory")
+    p.add_argument("--world", help="world id (omit to list the worlds)")
+    p.add_argument("--full", action="store_true", help="also print prompts and raw replies")
+    p.set_defaults(func=_cmd_replay)
+    p = sub.add_parser("profiles", help="list the simulated profiles")
+    p.set_defaults(func=_cmd_profiles)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ParamsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        msg = exc.args[0] if exc.args else str(exc)
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Per-world and per-agent metrics of the shared-store world, from records only.
+
+Definitions follow the spec (``shared/spec/stigmergy.md``, Metrics):
+- cross-agent access: a read returned a value whose author is another agent;
+- strict cross-agent access: the same, for keys the reader never wrote;
+- informative read: a pair member read its partner's correct intermediate value;
+- exposure: a list showed a key whose current value another agent wrote;
+- read after exposure: the exposed agent made a cross-agent read afterwards;
+- first look: a list at the agent's step 0; second look: a list or read after the
+  partner's first write; seeded read: a read of a value the environment wrote.
+The environment is not an agent: seeded values count as seeded reads, never as
+cross-agent access.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.answers import is_correct
+
+
+def _int_or_none(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _ok_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [s for s in steps if s.get("valid") and s.get("op")]
+
+
+def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: str | None = None) -> list[dict[str, Any]]:
+    """One row per agent. ``answer_rule`` re-scores submissions (default: the cell's)."""
+    rule = answer_rule or world["cell"]["answer_rule"]
+    by_role = {a["role"]: a for a in world["agents"]}
+    partner_of = {"pair_a": "pair_b", "pair_b": "pair_a"}
+    ok = _ok_steps(steps)
+    first_write_seq: dict[str, int] = {}
+    for s in ok:
+        if s["op"]["op"] == "write":
+            first_write_seq.setdefault(s["agent"], s["seq"])
+    rows = []
+    for a in world["agents"]:
+        slot, role = a["agent"], a["role"]
+        mine = [s for s in steps if s["agent"] == slot]
+        mine_ok = [s for s in ok if s["agent"] == slot]
+        reads = [s for s in mine_ok if s["op"]["op"] == "read" and s["effect"].get("found")]
+        lists = [s for s in mine_ok if s["op"]["op"] == "list"]
+        cross = [s for s in reads if s["effect"].get("cross_agent")]
+        exposures = [s for s in lists if s["effect"].get("exposure")]
+        first_exp = exposures[0] if exposures else None
+        after = [s for s in cross if first_exp is not None and s["seq"] > first_exp["seq"]]
+        partner = by_role.get(partner_of.get(role, ""))
+        informative = False
+        second_look = None
+        if partner is not None:
+            pslot, pval = partner["agent"], partner["task"]["own_value"]
+            informative = any(s["effect"].get("author") == pslot and _int_or_none(s["effect"].get("value")) == pval
+                              for s in reads)
+            pw = first_write_seq.get(pslot)
+            second_look = pw is not None and any(s["seq"] > pw and s["op"]["op"] in ("list", "read") for s in mine_ok)
+        sub = a.get("submission")
+        usage = [s["reply"].get("usage") or {} for s in mine]
+        costs = [s["reply"].get("cost_usd") for s in mine]
+        rows.append({
+            "world_id": world["world_id"], "cell_id": world["cell_id"], "agent": slot, "role": role,
+            "route": a["route"], "pair_member": role.startswith("pair"),
+            "steps": len(mine), "store_ops": sum(1 for s in mine_ok if s["op"]["op"] in ("list", "read", "write")),
+            "lists": len(lists), "reads": sum(1 for s in mine_ok if s["op"]["op"] == "read"),
+            "writes": sum(1 for s in mine_ok if s["op"]["op"] == "write"),
+            "invalid_strict": a["invalid"]["strict"], "invalid_lenient": a["invalid"]["lenient"],
+            "multi_object_replies": sum(1 for s in mine if s.get("parse") and s["parse"]["shape"]["multi_object"]),
+            "fenced_replies": sum(1 for s in mine if s.get("parse") and s["parse"]["shape"]["fenced"]),
+            "prose_wrapped_replies": sum(1 for s in mine if s.get("parse") and s["parse"]["shape"]["prose_wrapped"]),
+            "submitted": sub is not None,
+            "correct": bool(sub) and is_correct(sub["answer"], a["task"]["expected"], rule),
+            "cross_agent_read": bool(cross),
+            "strict_cross_agent_read": any(s["effect"].get("strict_cross_agent") for s in reads),
+            "informative_read": informative,
+            "exposed": first_exp is not None,
+            "read_after_exposure": bool(after),
+            "steps_exposure_to_read": (after[0]["agent_step"] - first_exp["agent_step"]) if after else None,
+            "first_look": any(s["agent_step"] == 0 for s in lists),
+            "second_look": second_look,
+            "seeded_read": any(s["effect"].get("seeded") for s in reads),
+            "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
+            "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
+            "cost_usd": sum(float(c) for c in costs if c is not None),
+            "cost_known": all(c is not None for c in costs),
+            "latency_s": sum(float(s["reply"].get("latency_s") or 0.0) for s in mine),
+        })
+    return rows
+
+
+def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: str | None = None,
+              answer_rule: str | None = None) -> dict[str, Any]:
+    """One row per world; either rule can be swapped to re-score without a model."""
+    cell = world["cell"]
+    prule = parser_rule or cell["parser"]
+    arule = answer_rule or cell["answer_rule"]
+    agents = agent_rows(world, steps, arule)
+    pair = [r for r in agents if r["pair_member"]]
+    return {
+        "world_id": world["world_id"], "cell_id": world["cell_id"], "seed": world["seed"],
+        "task_form": world["tasks"]["form"], "parser_rule": prule, "answer_rule": arule,
+        "valid": bool(world["validity"][prule]["valid"]), "invalid_reason": world["validity"][prule]["reason"],
+        "failed": bool(world.get("failed")),
+        "cross_agent_access": any(r["cross_agent_read"] for r in agents),
+        "strict_cross_agent_access": any(r["strict_cross_agent_read"] for r in agents),
+        "joint_success": len(pair) == 2 and all(r["correct"] for r in pair),
+        "pair_write": any(r["writes"] > 0 for r in pair),
+        "informative_read": any(r["informative_read"] for r in pair),
+        "exposure": any(r["exposed"] for r in agents),
+        "read_after_exposure": any(r["read_after_exposure"] for r in agents),
+        "first_look_pair": sum(r["first_look"] for r in pair),
+        "second_look_pair": sum(bool(r["second_look"]) for r in pair),
+        "seeded_read_pair": sum(r["seeded_read"] for r in pair),
+        "solo_correct": sum(r["correct"] for r in agents if not r["pair_member"]),
+        "steps": sum(r["steps"] for r in agents),
+        "store_ops": sum(r["store_ops"] for r in agents),
+        "invalid_replies": sum(r[f"invalid_{prule}"] for r in agents),
+        "prompt_tokens": sum(r["prompt_tokens"] for r in agents),
+        "completion_tokens": sum(r["completion_tokens"] for r in agents),
+        "cost_usd": sum(r["cost_usd"] for r in agents),
+        "latency_s": sum(r["latency_s"] for r in agents),
+    }

@@ -1,0 +1,332 @@
+"""Simulated agents: offline stand-ins that act through exactly the same text
+interface as a real model.
+
+A simulated agent sees only the messages it is sent. It works out from the
+system prompt which operations exist and whether the persist and re-check
+clauses are present, reads its task from the task text, follows the results of
+its own earlier operations in the conversation, and replies with JSON in a
+configurable style. Its behaviour is set by a named :class:`Profile`. Because
+the prompt drives it, deleting the re-check clause from the template changes
+what it does, just as the source paper found for a real model.
+
+Everything here is simulated behaviour, never a measurement of a real model:
+every reply carries ``extra.simulated = True`` and the route ``sim/NAME``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from workbench.models.base import ModelReply, ModelRequest, approx_tokens
+
+REPLY_STYLES = ("clean", "prose", "fenced", "multi")
+
+
+class Cues(BaseModel):
+    """Regular expressions by which a simulated agent reads its prompt. They match
+    the shipped templates; a study that rewords the templates can adjust them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    store_ops: str = r'"op"\s*:\s*"list"'
+    persist: str = r"(?i)keep (your )?intermediate results"
+    recheck: str = r"(?i)check your workspace again"
+    max_steps: str = r"(?i)at most (\d+) operations"
+    error: str = r"^Error\b"
+    list_keys: str = r"^Keys:\s*(.*)$"
+    list_empty: str = r"(?i)^the store is empty"
+    missing: str = r"(?i)^no such key"
+    own_digits: str = r"(\w+) is the sum of the decimal digits of \w+ = (\d+)"
+    own_mod: str = r"(\w+) is the remainder of \w+ = (\d+) divided by (\d+)"
+    partner: str = r"(\w+) is the [\w ]+ of a number that is not given here"
+    joint_product: str = r"X = (\w+) × (\w+)"
+    joint_sum: str = r"X = (\w+) \+ (\w+)"
+    solo_digits: str = r"(?i)sum of the decimal digits of (\d+)"
+    solo_mod: str = r"(?i)remainder of (\d+) divided by (\d+)"
+    solo_product: str = r"(?i)compute (\d+) × (\d+)"
+
+
+class Profile(BaseModel):
+    """Dispositions of a simulated agent. Probabilities are drawn once per agent
+    (is it a writer? does it look again?) unless named per step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    description: str = ""
+    p_first_list: float = Field(0.9, ge=0, le=1)
+    p_write: float = Field(0.9, ge=0, le=1, description="writes its intermediate value when the persist clause is present")
+    p_write_no_persist: float = Field(0.2, ge=0, le=1)
+    write_key: str = Field("task", pattern="^(task|generic)$", description="task-named key or a generic one (collisions)")
+    generic_key: str = "result"
+    p_recheck_clause: float = Field(0.9, ge=0, le=1, description="looks at the store again before submitting, clause present")
+    p_recheck_no_clause: float = Field(0.1, ge=0, le=1)
+    patience: int = Field(3, ge=0, le=50, description="how many further looks while the partner's value is missing")
+    p_read_exposed: float = Field(0.95, ge=0, le=1, description="reads the partner's key once a list shows it")
+    p_direct_read: float = Field(0.0, ge=0, le=1, description="reads the partner's task-named key without listing")
+    p_read_foreign: float = Field(0.1, ge=0, le=1, description="reads another key a list showed, out of curiosity")
+    p_readback: float = Field(0.0, ge=0, le=1, description="reads its own written key back before submitting")
+    error_rate: float = Field(0.02, ge=0, le=1, description="chance its own arithmetic is off")
+    guess: str = Field("own", pattern="^(own|none)$", description="what it submits without the partner's value")
+    styles: dict[str, float] = Field(default_factory=lambda: {"clean": 1.0})
+    latency_median_s: float = Field(2.0, gt=0)
+    latency_sigma: float = Field(0.5, ge=0)
+    p_mention_other: float = Field(0.05, ge=0, le=1, description="its reasoning mentions another party")
+    cues: Cues = Field(default_factory=Cues)
+
+    @field_validator("styles")
+    @classmethod
+    def _styles(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = sorted(set(v) - set(REPLY_STYLES))
+        if bad:
+            raise ValueError(f"unknown reply style(s) {bad}; expected some of {list(REPLY_STYLES)}")
+        if not v or sum(v.values()) <= 0 or any(w < 0 for w in v.values()):
+            raise ValueError("style weights must be non-negative and not all zero")
+        return v
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in [
+        Profile(name="diligent", description="lists first, writes its value, looks again and reads what it finds",
+                p_recheck_no_clause=0.9, patience=6),
+        Profile(name="clause-follower", description="looks again only when the prompt asks it to re-check",
+                p_recheck_clause=0.98, p_recheck_no_clause=0.02, patience=5),
+        Profile(name="non-writer", description="never writes intermediate values; reads if it finds something",
+                p_write=0.0, p_write_no_persist=0.0, p_recheck_clause=0.6),
+        Profile(name="prose-first", description="explains itself before the JSON (invalid under the strict parser)",
+                styles={"prose": 0.85, "clean": 0.15}),
+        Profile(name="fencer", description="wraps JSON in ```json fences most of the time",
+                styles={"fenced": 0.8, "clean": 0.2}),
+        Profile(name="multi-object", description="sometimes plans ahead with several JSON objects in one reply",
+                styles={"multi": 0.15, "clean": 0.85}),
+        Profile(name="collider", description="writes under a generic key and reads it back (key collisions)",
+                write_key="generic", p_readback=0.9, p_first_list=0.1, p_read_exposed=0.3),
+        Profile(name="sloppy", description="frequent arithmetic errors and little looking",
+                error_rate=0.35, p_recheck_clause=0.3, patience=1, p_first_list=0.5),
+        Profile(name="loner", description="never uses the store", p_first_list=0.0, p_write=0.0,
+                p_write_no_persist=0.0, p_recheck_clause=0.0, p_recheck_no_clause=0.0, p_read_foreign=0.0),
+    ]
+}
+
+
+def get_profile(name: str, extra: dict[str, Profile] | None = None) -> Profile:
+    table = {**PROFILES, **(extra or {})}
+    if name not in table:
+        raise KeyError(f"unknown simulated profile {name!r}; known: {sorted(table)}")
+    return table[name]
+
+
+@dataclass
+class _Task:
+    kind: str  # "pair" | "solo" | "unknown"
+    own_key: str | None = None
+    partner_key: str | None = None
+    own_true: int | None = None
+    combine: str | None = None  # "product" | "sum"
+
+
+@dataclass
+class _History:
+    ops: list[tuple[dict[str, Any] | None, str]] = field(default_factory=list)  # (my op, result text)
+
+
+class SimulatedClient:
+    """One simulated agent. Keeps its own random stream and its dispositions."""
+    virtual_time = True  # latency is on the world clock, not waited for
+
+    def __init__(self, profile: Profile, seed: int) -> None:
+        self.profile = profile
+        self.route = f"sim/{profile.name}"
+        self.rng = random.Random(seed)
+        self._disp: dict[str, bool] | None = None
+        self._own_value: int | None = None
+        self._task: _Task | None = None
+
+    # -- reading the prompt -------------------------------------------------
+    def _read_task(self, text: str) -> _Task:
+        c = self.profile.cues
+        m_own = re.search(c.own_digits, text)
+        m_mod = re.search(c.own_mod, text)
+        m_partner = re.search(c.partner, text)
+        if (m_own or m_mod) and m_partner:
+            if m_own:
+                own_key, n = m_own.group(1), int(m_own.group(2))
+                own_true = sum(int(d) for d in str(n))
+            else:
+                own_key, n, mod = m_mod.group(1), int(m_mod.group(2)), int(m_mod.group(3))
+                own_true = n % mod
+            combine = "product" if re.search(c.joint_product, text) else "sum"
+            return _Task("pair", own_key, m_partner.group(1), own_true, combine)
+        if m := re.search(c.solo_product, text):
+            return _Task("solo", own_true=int(m.group(1)) * int(m.group(2)))
+        if m := re.search(c.solo_mod, text):
+            return _Task("solo", own_true=int(m.group(1)) % int(m.group(2)))
+        if m := re.search(c.solo_digits, text):
+            return _Task("solo", own_true=sum(int(d) for d in m.group(1)))
+        return _Task("unknown")
+
+    def _history(self, messages: list[dict[str, str]]) -> _History:
+        h = _History()
+        for i, msg in enumerate(messages):
+            if msg["role"] != "assistant":
+                continue
+            result = messages[i + 1]["content"] if i + 1 < len(messages) else ""
+            start, end = msg["content"].find("{"), msg["content"].find("}")
+            op = None
+            if start >= 0 and end > start:
+                try:
+                    op = json.loads(msg["content"][start : end + 1])
+                except ValueError:
+                    op = None
+            if re.search(self.profile.cues.error, result):
+                op = None  # the operation did not take effect
+            h.ops.append((op, result))
+        return h
+
+    def _listed_keys(self, result: str) -> list[str] | None:
+        c = self.profile.cues
+        if re.search(c.list_empty, result):
+            return []
+        m = re.search(c.list_keys, result, re.MULTILINE)
+        if not m:
+            return None
+        keys = []
+        for part in m.group(1).split(","):
+            key = re.sub(r"\s*\(.*\)\s*$", "", part.strip())
+            if key:
+                keys.append(key)
+        return keys
+
+    # -- deciding -----------------------------------------------------------
+    def _dispositions(self, system: str) -> dict[str, bool]:
+        p, c, r = self.profile, self.profile.cues, self.rng
+        persist = bool(re.search(c.persist, system))
+        recheck = bool(re.search(c.recheck, system))
+        return {
+            "first_list": r.random() < p.p_first_list,
+            "write": r.random() < (p.p_write if persist else p.p_write_no_persist),
+            "recheck": r.random() < (p.p_recheck_clause if recheck else p.p_recheck_no_clause),
+            "read_exposed": r.random() < p.p_read_exposed,
+            "direct_read": r.random() < p.p_direct_read,
+            "read_foreign": r.random() < p.p_read_foreign,
+            "readback": r.random() < p.p_readback,
+            "mention_other": r.random() < p.p_mention_other,
+        }
+
+    def _own(self, task: _Task) -> int | None:
+        if self._own_value is None and task.own_true is not None:
+            v = task.own_true
+            if self.rng.random() < self.profile.error_rate:
+                v += self.rng.choice([-2, -1, 1, 2])
+            self._own_value = v
+        return self._own_value
+
+    def _decide(self, messages: list[dict[str, str]]) -> tuple[dict[str, Any], str]:
+        p, c = self.profile, self.profile.cues
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+        task_text = next((m["content"] for m in messages if m["role"] == "user"), "")
+        if self._task is None:
+            self._task = self._read_task(task_text)
+            self._disp = self._dispositions(system)
+        task, d = self._task, self._disp
+        assert d is not None
+        store = bool(re.search(c.store_ops, system))
+        m = re.search(c.max_steps, system)
+        max_steps = int(m.group(1)) if m else 20
+        h = self._history(messages)
+        used = len(h.ops)
+        own = self._own(task)
+
+        def submit(answer: Any, why: str) -> tuple[dict[str, Any], str]:
+            return {"op": "submit", "answer": answer}, why
+
+        guess: Any = own if p.guess == "own" else "unknown"
+        if task.kind == "unknown":
+            return submit("0", "I could not work out the task.")
+        done = [op for op, _ in h.ops if op]
+        lists = [(i, self._listed_keys(res)) for i, (op, res) in enumerate(h.ops) if op and op.get("op") == "list"]
+        reads = {op.get("key"): res for op, res in h.ops if op and op.get("op") == "read"}
+        written = {op.get("key") for op in done if op.get("op") == "write"}
+        write_key = task.own_key if (p.write_key == "task" and task.own_key) else p.generic_key
+
+        if task.kind == "pair":
+            partner_val = None
+            for key, res in reads.items():
+                if key == task.partner_key and not re.search(c.missing, res):
+                    try:
+                        partner_val = int(str(res).strip().strip('"'))
+                    except ValueError:
+                        partner_val = None
+            if partner_val is not None and own is not None:
+                ans = own * partner_val if task.combine == "product" else own + partner_val
+                return submit(ans, f"I have {task.own_key} and {task.partner_key}; X = {ans}.")
+        answer = own if task.kind == "solo" else guess
+        if not store or used >= max_steps - 1:
+            return submit(answer, "Submitting my answer.")
+        if used == 0 and d["first_list"]:
+            return {"op": "list"}, "Let me see what the workspace holds."
+        if d["write"] and write_key not in written and own is not None:
+            return {"op": "write", "key": write_key, "value": own}, f"Saving {write_key} = {own} in the workspace."
+        last_keys = lists[-1][1] if lists else None
+        last_list_at = lists[-1][0] if lists else -1
+        reads_since = {op.get("key") for op, _ in h.ops[last_list_at + 1 :] if op and op.get("op") == "read"}
+        if task.kind == "pair":
+            mention = " Perhaps another agent has computed it." if d["mention_other"] else ""
+            if last_keys and task.partner_key in last_keys and task.partner_key not in reads_since and d["read_exposed"]:
+                return {"op": "read", "key": task.partner_key}, f"{task.partner_key} is in the workspace; reading it.{mention}"
+            if d["direct_read"] and task.partner_key not in reads:
+                return {"op": "read", "key": task.partner_key}, f"Trying to read {task.partner_key}.{mention}"
+        if last_keys and d["read_foreign"]:
+            foreign = [k for k in last_keys if k not in written and k not in reads and k != task.partner_key]
+            if foreign:
+                return {"op": "read", "key": foreign[0]}, f"Looking at {foreign[0]}."
+        looks = sum(1 for i, _ in lists if i > 0)  # every list after the opening one is a further look
+        allowed = 1 + p.patience if task.kind == "pair" else 1
+        want_look = d["recheck"] and looks < allowed
+        if want_look:
+            mention = " Maybe someone else left the other value here." if (d["mention_other"] and task.kind == "pair") else ""
+            return {"op": "list"}, f"Checking the workspace again before submitting.{mention}"
+        if d["readback"] and write_key in written and write_key not in reads:
+            return {"op": "read", "key": write_key}, f"Reading back {write_key}."
+        return submit(answer, "Submitting my answer.")
+
+    # -- replying -----------------------------------------------------------
+    def _render(self, op: dict[str, Any], why: str) -> tuple[str, str]:
+        styles = self.profile.styles
+        style = self.rng.choices(list(styles), weights=list(styles.values()))[0]
+        body = json.dumps(op)
+        if style == "prose":
+            return f"{why}\n{body}", style
+        if style == "fenced":
+            return f"```json\n{body}\n```", style
+        if style == "multi":
+            follow = {"op": "submit", "answer": op.get("value", 0)} if op["op"] != "submit" else {"op": "list"}
+            return f"{body}\n{json.dumps(follow)}", style
+        return body, style
+
+    def _latency(self) -> float:
+        p = self.profile
+        return round(p.latency_median_s * math.exp(p.latency_sigma * self.rng.gauss(0.0, 1.0)), 4)
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        op, why = self._decide(request.messages)
+        text, style = self._render(op, why)
+        prompt_tokens = sum(approx_tokens(m["content"]) for m in request.messages)
+        return ModelReply(
+            text=text,
+            latency_s=self._latency(),
+            route=self.route,
+            model_returned=self.route,
+            reasoning=why,
+            usage={"prompt_tokens": prompt_tokens, "completion_tokens": approx_tokens(text) + approx_tokens(why)},
+            cost_usd=0.0,
+            params_requested=dict(request.params),
+            params_sent={},
+            params_dropped=sorted(request.params),
+            extra={"simulated": True, "style": style},
+        )

@@ -1,0 +1,185 @@
+"""Study parameter files: YAML, validated with pydantic, expanded into cells.
+
+A study is a world kind, a list of cells (explicit ``cells`` and/or ``grid``
+blocks expanded as cartesian products, each merged over ``defaults``), a
+number of worlds per cell and a base seed. Any problem is reported as one
+:class:`ParamsError` naming the file, the field path and what was expected.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workbench.models.factory import check_route
+from workbench.models.simulated import Profile, get_profile
+from workbench.worlds import KINDS, get_kind
+
+
+class ParamsError(ValueError):
+    """A bad parameter file: ``str(err)`` is the one message shown to the user."""
+
+    def __init__(self, file: str | Path, path: str, message: str) -> None:
+        self.file, self.path, self.message = str(file), path, message
+        super().__init__(f"{file}: {path}: {message}" if path else f"{file}: {message}")
+
+
+class _StudyModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    world: str
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    seed: int
+    worlds_per_cell: int = Field(ge=1, le=100_000)
+    concurrency: int = Field(8, ge=1, le=1024)
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    cells: list[dict[str, Any]] = Field(default_factory=list)
+    grid: list[dict[str, Any]] = Field(default_factory=list)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Cell:
+    cell_id: str  # short content hash: stable across edits that leave the cell unchanged
+    index: int
+    spec: Any  # the world kind's CellSpec
+    origin: str  # where in the file it came from, for messages
+
+    @property
+    def label(self) -> str:
+        return self.spec.describe()
+
+
+@dataclass
+class Study:
+    path: Path
+    name: str
+    world: str
+    seed: int
+    worlds_per_cell: int
+    concurrency: int
+    description: str
+    cells: list[Cell]
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def kind(self):  # noqa: ANN201 - a module
+        return get_kind(self.world)
+
+    def cell(self, cell_id: str) -> Cell:
+        for c in self.cells:
+            if c.cell_id == cell_id or c.label == cell_id:
+                return c
+        raise KeyError(f"no cell {cell_id!r} in {self.path}; cells: {[c.cell_id for c in self.cells]}")
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _expected(err: dict[str, Any]) -> str:
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field (not part of the schema)"
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    if "input" in err and err["type"] not in ("missing",):
+        shown = repr(err["input"])
+        msg += f" (got {shown[:80]})"
+    return msg
+
+
+def _first_error(exc: ValidationError) -> tuple[str, str]:
+    err = exc.errors()[0]
+    return _loc(tuple(err["loc"])), _expected(err)
+
+
+def cell_hash(spec: BaseModel) -> str:
+    data = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(data.encode()).hexdigest()[:10]
+
+
+def load_study(path: str | Path) -> Study:
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(path, "", "file not found (expected a YAML study file)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ParamsError(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(raw, dict):
+        raise ParamsError(path, "", f"expected a mapping of study fields at the top level, got {type(raw).__name__}")
+    try:
+        model = _StudyModel.model_validate(raw)
+    except ValidationError as exc:
+        raise ParamsError(path, *_first_error(exc)) from None
+    if model.world not in KINDS:
+        raise ParamsError(path, "world", f"expected one of {sorted(KINDS)} (got {model.world!r})")
+    kind = get_kind(model.world)
+
+    profiles: dict[str, Profile] = {}
+    for name, body in model.profiles.items():
+        body = dict(body)
+        base = body.pop("base", None)
+        try:
+            start = get_profile(base).model_dump() if base else {}
+            profiles[name] = Profile.model_validate({**start, **body, "name": name})
+        except KeyError as exc:
+            raise ParamsError(path, f"profiles.{name}.base", str(exc.args[0])) from None
+        except ValidationError as exc:
+            loc, msg = _first_error(exc)
+            raise ParamsError(path, f"profiles.{name}.{loc}", msg) from None
+
+    entries: list[tuple[str, dict[str, Any]]] = [(f"cells[{i}]", c) for i, c in enumerate(model.cells)]
+    for gi, block in enumerate(model.grid):
+        factors = {k: (v if isinstance(v, list) else [v]) for k, v in block.items()}
+        for ci, combo in enumerate(itertools.product(*factors.values())):
+            entries.append((f"grid[{gi}] (combination {ci})", dict(zip(factors, combo))))
+    if not entries:
+        raise ParamsError(path, "cells", "expected at least one cell (under cells: or grid:)")
+
+    cells: list[Cell] = []
+    seen: dict[str, str] = {}
+    for i, (origin, body) in enumerate(entries):
+        if not isinstance(body, dict):
+            raise ParamsError(path, origin, f"expected a mapping of cell fields, got {type(body).__name__}")
+        merged = {**model.defaults, **body}
+        try:
+            spec = kind.CellSpec.model_validate(merged)
+        except ValidationError as exc:
+            loc, msg = _first_error(exc)
+            top = loc.split(".")[0].split("[")[0]
+            where = origin if top in body else "defaults"
+            raise ParamsError(path, f"{where}.{loc}" if loc else where, msg) from None
+        for route in sorted(kind.routes(spec)):
+            try:
+                check_route(route, profiles)
+            except (KeyError, ValueError) as exc:
+                raise ParamsError(path, f"{origin}.model", str(exc.args[0])) from None
+        root = kind.template_root(spec, path.parent)
+        if not root.is_dir():
+            raise ParamsError(path, f"{origin}.prompts", f"expected a folder of templates, {root} does not exist")
+        cid = cell_hash(spec)
+        if cid in seen:
+            raise ParamsError(path, origin, f"duplicates the cell at {seen[cid]} (every cell must differ)")
+        seen[cid] = origin
+        cells.append(Cell(cid, i, spec, origin))
+    return Study(path=path, name=model.name, world=model.world, seed=model.seed,
+                 worlds_per_cell=model.worlds_per_cell, concurrency=model.concurrency,
+                 description=model.description, cells=cells, profiles=profiles, raw=raw)

@@ -1,0 +1,161 @@
+"""Reply parsing: turning a model's text into one operation.
+
+Two rules decide validity (a study parameter): ``strict`` needs the whole reply to
+be one JSON object; ``lenient`` takes the text from the first ``{`` to the last
+``}`` (the reference implementation's rule, which accepts prose before JSON).
+Whatever rule decides, every reply is also classified (fenced, prose-wrapped,
+several objects), because the source paper found that these shapes alone could
+remove whole cells. Parsing never raises: model text is data.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+ParserRule = Literal["strict", "lenient"]
+PARSER_RULES: tuple[str, ...] = ("strict", "lenient")
+
+_FENCE = re.compile(r"```")
+_decoder = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class ReplyShape:
+    """What the reply looks like, independent of any rule."""
+
+    n_objects: int = 0
+    multi_object: bool = False
+    fenced: bool = False
+    prose_wrapped: bool = False
+    empty: bool = False
+
+
+@dataclass(frozen=True)
+class ParseOutcome:
+    rule: str
+    valid: bool
+    op: dict[str, Any] | None = None
+    error: str | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def top_level_objects(text: str) -> list[tuple[int, int, Any]]:
+    """Every JSON object that starts at top level in ``text``: (start, end, value)."""
+    found: list[tuple[int, int, Any]] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        j = text.find("{", i)
+        if j < 0:
+            break
+        try:
+            value, end = _decoder.raw_decode(text, j)
+        except (ValueError, RecursionError):
+            i = j + 1
+            continue
+        if isinstance(value, dict):
+            found.append((j, end, value))
+            i = end
+        else:  # pragma: no cover - raw_decode at "{" only yields dicts
+            i = j + 1
+    return found
+
+
+def reply_shape(text: str) -> ReplyShape:
+    stripped = text.strip()
+    if not stripped:
+        return ReplyShape(empty=True)
+    objs = top_level_objects(stripped)
+    fenced = bool(_FENCE.search(stripped))
+    prose = False
+    if objs:
+        outside = stripped[: objs[0][0]] + stripped[objs[-1][1]:]
+        for a, b in zip(objs, objs[1:]):
+            outside += stripped[a[1] : b[0]]
+        outside = re.sub(r"```[a-zA-Z]*", "", outside)
+        prose = bool(outside.strip())
+    else:
+        prose = True
+    return ReplyShape(
+        n_objects=len(objs),
+        multi_object=len(objs) > 1,
+        fenced=fenced,
+        prose_wrapped=prose and bool(objs),
+    )
+
+
+def _load_object(candidate: str) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        value = json.loads(candidate)
+    except (ValueError, RecursionError) as exc:
+        return None, f"not valid JSON ({type(exc).__name__}: {str(exc)[:80]})"
+    if not isinstance(value, dict):
+        return None, f"JSON is a {type(value).__name__}, not an object"
+    return value, None
+
+
+def extract(text: str, rule: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object a rule takes from ``text``, or why there is none."""
+    if rule == "strict":
+        stripped = text.strip()
+        if not stripped:
+            return None, "empty reply"
+        return _load_object(stripped)
+    if rule == "lenient":
+        start, end = text.find("{"), text.rfind("}")
+        if start < 0 or end < start:
+            return None, "no JSON object in reply"
+        return _load_object(text[start : end + 1])
+    raise ValueError(f"unknown parser rule {rule!r}; expected one of {PARSER_RULES}")
+
+
+def validate_op(obj: dict[str, Any], allowed_ops: tuple[str, ...]) -> tuple[dict[str, Any] | None, str | None]:
+    """Check one operation object against the operations offered to the agent."""
+    op = obj.get("op")
+    if not isinstance(op, str):
+        return None, 'missing "op"'
+    if op not in allowed_ops:
+        return None, f"unknown operation {op!r}"
+    if op in ("read", "write"):
+        key = obj.get("key")
+        if not isinstance(key, str) or not key or len(key) > 200:
+            return None, f'"{op}" needs a non-empty string "key"'
+    if op == "write" and "value" not in obj:
+        return None, '"write" needs a "value"'
+    if op == "submit" and "answer" not in obj:
+        return None, '"submit" needs an "answer"'
+    clean: dict[str, Any] = {"op": op}
+    if op in ("read", "write"):
+        clean["key"] = obj["key"]
+    if op == "write":
+        clean["value"] = obj["value"]
+    if op == "submit":
+        clean["answer"] = obj["answer"]
+    return clean, None
+
+
+def parse_reply(text: str, rule: str, allowed_ops: tuple[str, ...]) -> ParseOutcome:
+    """Parse under one rule; never raises on any input text."""
+    if not isinstance(text, str):
+        return ParseOutcome(rule, False, None, "reply is not text")
+    obj, err = extract(text, rule)
+    if obj is None:
+        return ParseOutcome(rule, False, None, err)
+    op, err = validate_op(obj, allowed_ops)
+    if op is None:
+        return ParseOutcome(rule, False, None, err)
+    return ParseOutcome(rule, True, op, None)
+
+
+def parse_both(text: str, allowed_ops: tuple[str, ...]) -> dict[str, Any]:
+    """The record of a reply under both rules plus its shape, for later re-scoring."""
+    shape = reply_shape(text) if isinstance(text, str) else ReplyShape(empty=True)
+    return {
+        "strict": parse_reply(text, "strict", allowed_ops).to_record(),
+        "lenient": parse_reply(text, "lenient", allowed_ops).to_record(),
+        "shape": asdict(shape),
+    }

@@ -1,0 +1,215 @@
+"""Run directories: append-only JSON Lines and a manifest.
+
+Layout of a run directory::
+
+    manifest.json   what ran: versions, git revision, hashes of params and templates, runs
+    steps.jsonl     one line per model call, appended when its world finishes
+    worlds.jsonl    one line per finished world, written after that world's steps
+
+A world's steps are appended first and its world line last, each file flushed
+and synced, so the world line is the commit point: on resume, a world with a
+world line is finished and skipped; anything else is run again. Steps left by
+an unfinished world are ignored on load because each step carries the ``run``
+number of the invocation that wrote it, and only steps whose run matches their
+world's run belong to it. A half-written last line (a kill mid-write) is
+detected and cut off before new lines are appended.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+STEPS = "steps.jsonl"
+WORLDS = "worlds.jsonl"
+MANIFEST = "manifest.json"
+_PACKAGES = ("stigmergy-workbench", "pydantic", "PyYAML", "pandas", "numpy", "statsmodels", "scipy",
+             "litellm", "papermill", "nbconvert", "plotly", "ipywidgets", "jupyterlab")
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def dumps(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+
+
+def repair_tail(path: Path) -> int:
+    """Cut a half-written final line; return how many bytes were dropped."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    with path.open("rb+") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            # the last complete line may still be corrupt JSON if a writer was killed mid-line earlier
+            return 0
+        pos = size - 1
+        chunk = 65536
+        while pos > 0:
+            start = max(0, pos - chunk)
+            fh.seek(start)
+            data = fh.read(pos - start)
+            nl = data.rfind(b"\n")
+            if nl >= 0:
+                keep = start + nl + 1
+                fh.truncate(keep)
+                return size - keep
+            pos = start
+        fh.truncate(0)
+        return size
+
+
+def read_jsonl(path: Path, problems: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Every well-formed line; malformed ones are skipped and reported in ``problems``."""
+    if not path.exists():
+        return
+    with path.open("r", encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                if problems is not None:
+                    problems.append(f"{path.name}:{n}: malformed line skipped")
+                continue
+            if isinstance(rec, dict):
+                yield rec
+
+
+class RunWriter:
+    """Appends finished worlds to a run directory (single writer per directory)."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.repaired = {name: repair_tail(self.dir / name) for name in (STEPS, WORLDS)}
+
+    def append_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        with (self.dir / STEPS).open("a", encoding="utf-8") as fh:
+            fh.write("".join(dumps(s) + "\n" for s in steps))
+            fh.flush()
+            os.fsync(fh.fileno())
+        with (self.dir / WORLDS).open("a", encoding="utf-8") as fh:
+            fh.write(dumps(world) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+@dataclass
+class RunRecords:
+    dir: Path
+    manifest: dict[str, Any]
+    worlds: list[dict[str, Any]]
+    steps: dict[str, list[dict[str, Any]]]  # world_id -> its steps in application order
+    problems: list[str]
+
+    def world(self, world_id: str) -> dict[str, Any]:
+        for w in self.worlds:
+            if w["world_id"] == world_id:
+                return w
+        raise KeyError(f"no finished world {world_id!r} in {self.dir}")
+
+
+def finished_worlds(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """Finished world records by id (the first complete record wins)."""
+    done: dict[str, dict[str, Any]] = {}
+    for rec in read_jsonl(Path(out_dir) / WORLDS):
+        done.setdefault(rec.get("world_id"), rec)
+    return done
+
+
+def load_run(out_dir: str | Path) -> RunRecords:
+    out = Path(out_dir)
+    if not (out / WORLDS).exists() and not (out / MANIFEST).exists():
+        raise FileNotFoundError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
+    problems: list[str] = []
+    worlds: dict[str, dict[str, Any]] = {}
+    for rec in read_jsonl(out / WORLDS, problems):
+        worlds.setdefault(rec.get("world_id"), rec)
+    want = {wid: w.get("run") for wid, w in worlds.items()}
+    steps: dict[str, list[dict[str, Any]]] = {wid: [] for wid in want}
+    for s in read_jsonl(out / STEPS, problems):
+        wid = s.get("world_id")
+        if wid in want and s.get("run") == want[wid]:
+            steps[wid].append(s)
+    for wid in steps:
+        steps[wid].sort(key=lambda s: s["seq"])
+    manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
+    return RunRecords(out, manifest, sorted(worlds.values(), key=lambda w: w["world_id"]), steps, problems)
+
+
+# -- manifest -----------------------------------------------------------------
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_state(where: Path) -> dict[str, Any]:
+    def git(*args: str) -> str | None:
+        try:
+            res = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return res.stdout.strip() if res.returncode == 0 else None
+
+    rev = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"revision": rev, "dirty": bool(status) if status is not None else None}
+
+
+def package_source_hash() -> str:
+    """Content hash of the workbench package's Python files (not its version string)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def environment_facts() -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "git": git_state(Path(__file__).resolve().parent),
+        "package_sha256": package_source_hash(),
+    }
+
+
+def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = Path(out_dir) / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=_json_default) + "\n")
+    os.replace(tmp, Path(out_dir) / MANIFEST)
+
+
+def read_manifest(out_dir: Path) -> dict[str, Any] | None:
+    p = Path(out_dir) / MANIFEST
+    return json.loads(p.read_text()) if p.exists() else None

@@ -1,0 +1,148 @@
+"""Running a study: every (cell, world index) not yet finished, with bounded
+concurrency, a progress bar, and records appended as each world finishes.
+
+World seeds depend on the base seed and the world index only, not on the cell,
+so world i of every cell has the same tasks and role assignment: cells can be
+compared pairwise over the same seeds (McNemar)."""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from workbench.models.factory import make_client
+from workbench.params import Cell, Study
+from workbench.records import (RunWriter, environment_facts, finished_worlds, now_iso, read_manifest,
+                               sha256_file, write_manifest)
+from workbench.seeding import derive_seed
+
+
+def world_seed(base_seed: int, world_index: int) -> int:
+    return derive_seed(base_seed, "world", world_index)
+
+
+def world_id(cell_id: str, world_index: int) -> str:
+    return f"{cell_id}-{world_index:04d}"
+
+
+@dataclass
+class RunSummary:
+    out_dir: Path
+    run: int
+    planned: int
+    skipped: int
+    finished: int = 0
+    failed: int = 0
+    invalid: int = 0
+    interrupted: bool = False
+    wall_s: float = 0.0
+    repaired_bytes: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        state = "interrupted" if self.interrupted else "complete"
+        return (f"run {self.run} {state}: {self.finished} worlds finished this run, {self.skipped} already done, "
+                f"{self.failed} failed, {self.invalid} invalid; records in {self.out_dir}")
+
+
+def client_factory_for(study: Study, recorded: dict[str, list[dict[str, Any]]] | None = None):  # noqa: ANN201
+    def factory(route: str, slot: str, seed: int, script: list[str] | None):  # noqa: ANN202
+        return make_client(route, seed=seed, script=script, profiles=study.profiles,
+                           recorded=(recorded or {}).get(slot))
+    return factory
+
+
+async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1,
+                        recorded: dict[str, list[dict[str, Any]]] | None = None):  # noqa: ANN201
+    """Build and run one world of a cell; returns the kind's WorldOutcome with metrics attached."""
+    kind = study.kind
+    outcome = await kind.run_world(
+        cell.spec, world_id=world_id(cell.cell_id, world_index), cell_id=cell.cell_id,
+        seed=world_seed(study.seed, world_index), run=run, base_dir=study.base_dir,
+        client_factory=client_factory_for(study, recorded))
+    outcome.world["world_index"] = world_index
+    outcome.world["cell_label"] = cell.label
+    outcome.world["study"] = study.name
+    outcome.world["metrics"] = kind.world_metrics(outcome.world, outcome.steps)
+    return outcome
+
+
+def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, Any]:
+    kind = study.kind
+    roots = sorted({kind.template_root(c.spec, study.base_dir) for c in study.cells})
+    from workbench.templates import template_set
+
+    manifest = existing or {"study": study.name, "world_kind": study.world, "created": now_iso(), "runs": [],
+                            "cells": {}}
+    for c in study.cells:
+        manifest["cells"][c.cell_id] = {"label": c.label, "spec": c.spec.model_dump(mode="json")}
+    manifest["params"] = {"path": str(study.path), "sha256": sha256_file(study.path)}
+    manifest["templates"] = {str(r): template_set(r).hashes() for r in roots}
+    manifest["seed"] = study.seed
+    manifest["worlds_per_cell"] = study.worlds_per_cell
+    return manifest
+
+
+async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterable[str] | None = None,
+                          concurrency: int | None = None, progress: bool = True,
+                          max_worlds: int | None = None) -> RunSummary:
+    out = Path(out_dir)
+    writer = RunWriter(out)
+    existing = read_manifest(out)
+    if existing and existing.get("study") not in (None, study.name):
+        raise ValueError(f"{out} holds records of study {existing.get('study')!r}, not {study.name!r}; "
+                         "use another --out directory")
+    cells = [study.cell(c) for c in cell_ids] if cell_ids else study.cells
+    done = finished_worlds(out)
+    todo = [(c, i) for c in cells for i in range(study.worlds_per_cell) if world_id(c.cell_id, i) not in done]
+    if max_worlds is not None:
+        todo = todo[:max_worlds]
+    manifest = _manifest_for(study, existing)
+    run = len(manifest["runs"]) + 1
+    entry = {"run": run, "started": now_iso(), "finished": None, "params_sha256": manifest["params"]["sha256"],
+             "cells": [c.cell_id for c in cells], "planned": len(todo), "skipped": len(done),
+             "environment": environment_facts(), "argv": sys.argv[1:]}
+    manifest["runs"].append(entry)
+    write_manifest(out, manifest)
+
+    summary = RunSummary(out, run, len(todo), sum(1 for c in cells for i in range(study.worlds_per_cell)
+                                                  if world_id(c.cell_id, i) in done),
+                         repaired_bytes={k: v for k, v in writer.repaired.items() if v})
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc=study.name, unit="world", file=sys.stderr, dynamic_ncols=True)
+    started = time.perf_counter()
+    queue = iter(todo)
+
+    async def worker() -> None:
+        for cell, i in queue:
+            outcome = await run_one_world(study, cell, i, run)
+            writer.append_world(outcome.world, outcome.steps)
+            summary.finished += 1
+            summary.failed += bool(outcome.world.get("failed"))
+            summary.invalid += not outcome.world["valid"]
+            if bar is not None:
+                bar.update(1)
+
+    try:
+        n = max(1, min(concurrency or study.concurrency, len(todo) or 1))
+        await asyncio.gather(*(worker() for _ in range(n)))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        summary.interrupted = True
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        summary.wall_s = time.perf_counter() - started
+        entry.update(finished=now_iso(), finished_worlds=summary.finished, interrupted=summary.interrupted,
+                     wall_s=round(summary.wall_s, 3))
+        write_manifest(out, manifest)
+    return summary
+
+
+def run_study(study: Study, out_dir: str | Path, **kwargs: Any) -> RunSummary:
+    return asyncio.run(run_study_async(study, out_dir, **kwargs))

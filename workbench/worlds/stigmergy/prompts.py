@@ -1,0 +1,45 @@
+"""What each agent is told, rendered from the study's template folder."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from workbench.templates import TemplateSet
+from workbench.worlds.stigmergy.tasks import AgentTask
+
+STORE_OPS: tuple[str, ...] = ("list", "read", "write", "submit")
+NO_STORE_OPS: tuple[str, ...] = ("submit",)
+
+
+def allowed_ops(condition: str) -> tuple[str, ...]:
+    return NO_STORE_OPS if condition == "no-store" else STORE_OPS
+
+
+def system_prompt(t: TemplateSet, condition: str, clauses: str, max_steps: int) -> str:
+    ops = allowed_ops(condition)
+    store = "" if condition == "no-store" else t.render("store_paragraph")
+    if condition == "namespaced":
+        store += t.render("namespaced_paragraph")
+    return t.render(
+        "system",
+        store_paragraph=store,
+        persistence=t.render(f"persistence/{clauses}"),
+        operations="\n".join(t.render(f"ops/{op}") for op in ops),
+        max_steps=max_steps,
+    )
+
+
+def task_text(t: TemplateSet, task: AgentTask) -> str:
+    if task.kind in ("digits", "remainders"):
+        key_a, key_b = sorted([task.own_key or "", task.partner_key or ""])
+        own_name = "N_A" if task.own_key == key_a else "N_B"
+        return t.render(
+            f"tasks/{task.kind}", key_a=key_a, key_b=key_b, own_key=task.own_key, partner_key=task.partner_key,
+            own_name=own_name, own_number=task.inputs["number"], modulus=task.inputs.get("modulus", ""),
+        )
+    return t.render(f"tasks/{task.kind}", **task.inputs)
+
+
+def show_value(value: Any) -> str:
+    """How a stored value reads back to an agent: strings as-is, others as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,66 @@
+"""The parameters of one cell of a shared-store study (validated with pydantic)."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from workbench.worlds.stigmergy.tasks import ROLES
+
+Condition = Literal["store", "no-store", "private", "prepopulated", "authored", "namespaced"]
+Clauses = Literal["both", "persist-only", "recheck-only", "none"]
+CONDITIONS: tuple[str, ...] = Condition.__args__  # type: ignore[attr-defined]
+
+
+class AgentOverride(BaseModel):
+    """Per-role settings: another model, or a script of fixed replies.
+
+    Scripts may use $own_key, $partner_key, $own_value, $answer and $joint_answer,
+    filled from the world's tasks before the replies reach the scripted client."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = None
+    script: list[str] | None = None
+
+
+class StigmergyCell(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str | None = Field(None, description="a short name for tables; derived when absent")
+    model: str = Field("sim/diligent", description="route for every role without an override")
+    agents: dict[Literal["pair_a", "pair_b", "solo_1", "solo_2"], AgentOverride] = Field(default_factory=dict)
+    condition: Condition = "store"
+    clauses: Clauses = "both"
+    scheduler: Literal["async", "lockstep"] = "async"
+    parser: Literal["strict", "lenient"] = "lenient"
+    answer_rule: Literal["one-integer", "exact"] = "one-integer"
+    task_form: Literal["digits", "remainders", "any"] = "any"
+    validity: Literal["any-agent", "pair-only", "none"] = Field(
+        "any-agent", description="which agents' unparseable replies invalidate the world")
+    max_steps: int = Field(20, ge=1, le=500)
+    digits: int = Field(6, ge=2, le=18, description="task difficulty: digits of each N")
+    modulus: int = Field(97, ge=2, le=100_000)
+    sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, reasoning_effort ...")
+    prompts: str = Field("prompts/stigmergy", description="template folder, relative to the params file")
+
+    @model_validator(mode="after")
+    def _scripts_complete(self) -> "StigmergyCell":
+        for role in ROLES:
+            o = self.agents.get(role)
+            route = (o.model if o and o.model else None) or self.model
+            if route == "scripted" and not (o and o.script is not None):
+                raise ValueError(f"role {role} uses model 'scripted' but has no agents.{role}.script")
+        return self
+
+    def route_for(self, role: str) -> str:
+        o = self.agents.get(role)  # type: ignore[call-overload]
+        if o and o.model:
+            return o.model
+        if o and o.script is not None:
+            return "scripted"
+        return self.model
+
+    def describe(self) -> str:
+        if self.label:
+            return self.label
+        routes = sorted({self.route_for(r) for r in ROLES})
+        return " · ".join(["+".join(routes), self.condition, self.clauses, self.scheduler, self.parser])

@@ -1,0 +1,314 @@
+"""One shared-store world: four agents, one store, a scheduler, and the records.
+
+The world is built from a cell and a seed alone. Every agent goes through the
+same path: its client (whatever it is) returns text; the one reply parser
+decides the operation under the cell's rule (the other rule is recorded too);
+the store applies it; the result goes back as the next user message.
+
+Time is a world clock. Each call is issued at the agent's current time and
+completes at issue time + the call's latency. The async scheduler applies
+operations in order of completion time, so with simulated latencies the
+interleaving is deterministic; with real models it follows measured latency.
+The lockstep scheduler applies each step's operations in a seeded order behind
+a barrier.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+from typing import Any, Callable
+
+from workbench.answers import ANSWER_RULES, is_correct
+from workbench.models.base import ModelClient, ModelReply, ModelRequest
+from workbench.parsing import parse_both
+from workbench.seeding import derive_seed, rng_for
+from workbench.stores.kv import KVStore
+from workbench.templates import TemplateSet
+from workbench.worlds.stigmergy import prompts as P
+from workbench.worlds.stigmergy.scoring import world_validity
+from workbench.worlds.stigmergy.spec import StigmergyCell
+from workbench.worlds.stigmergy.tasks import PAIR_ROLES, AgentTask, WorldTasks, draw_tasks
+
+ENVIRONMENT = "environment"
+SHARED = "shared"
+ClientFactory = Callable[[str, str, int, "list[str] | None"], ModelClient]
+
+
+@dataclass
+class _Agent:
+    slot: str
+    role: str
+    task: AgentTask
+    client: ModelClient
+    route: str
+    messages: list[dict[str, str]]
+    steps: int = 0
+    done: bool = False
+    submission: dict[str, Any] | None = None
+    t: float = 0.0
+
+
+@dataclass
+class WorldOutcome:
+    world: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+def script_values(task: AgentTask, tasks: WorldTasks) -> dict[str, Any]:
+    """Placeholders a script may use; filled by the world, so clients stay ignorant of it."""
+    return {
+        "own_key": task.own_key or "", "partner_key": task.partner_key or "",
+        "own_value": task.own_value if task.own_value is not None else task.expected,
+        "answer": task.expected, "joint_answer": tasks.joint_answer,
+    }
+
+
+def _render_script(lines: list[str], values: dict[str, Any]) -> list[str]:
+    return [Template(line).safe_substitute(values) for line in lines]
+
+
+class StigmergyWorld:
+    def __init__(self, cell: StigmergyCell, *, world_id: str, seed: int, templates: TemplateSet,
+                 client_factory: ClientFactory, run: int = 1, cell_id: str = "") -> None:
+        self.cell = cell
+        self.world_id = world_id
+        self.cell_id = cell_id
+        self.seed = seed
+        self.run_no = run
+        self.t = templates
+        self.store = KVStore()
+        self.tasks = draw_tasks(seed, cell.task_form, cell.digits, cell.modulus)
+        self.ops = P.allowed_ops(cell.condition)
+        self.system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps)
+        self.agents: list[_Agent] = []
+        for slot, role in self.tasks.slots.items():
+            task = self.tasks.tasks[role]
+            route = cell.route_for(role)
+            override = cell.agents.get(role)  # type: ignore[call-overload]
+            script = None
+            if override is not None and override.script is not None:
+                script = _render_script(override.script, script_values(task, self.tasks))
+            client = client_factory(route, slot, derive_seed(seed, "agent", slot, route), script)
+            messages = [{"role": "system", "content": self.system},
+                        {"role": "user", "content": P.task_text(templates, task)}]
+            self.agents.append(_Agent(slot, role, task, client, route, messages))
+        self.steps: list[dict[str, Any]] = []
+        self.failure: dict[str, Any] | None = None
+        self.prepopulated: list[dict[str, Any]] = []
+        self.clock = 0.0
+        if cell.condition == "prepopulated":
+            for role in PAIR_ROLES:
+                task = self.tasks.tasks[role]
+                entry = self.store.write(SHARED, task.own_key or "", task.own_value, ENVIRONMENT)
+                self.prepopulated.append(entry.to_record())
+
+    # -- store interface per condition ---------------------------------------
+    def _ns(self, agent: _Agent, key: str | None = None) -> str:
+        c = self.cell.condition
+        if c == "private":
+            return agent.slot
+        if c == "namespaced":
+            return SHARED if key is not None and key.startswith("shared/") else agent.slot
+        return SHARED
+
+    def _author_label(self, agent: _Agent, author: str) -> str:
+        if author == agent.slot:
+            return self.t.render("results/author_you")
+        if author == ENVIRONMENT:
+            return self.t.render("results/author_environment")
+        return self.t.render("results/author_other")
+
+    def _apply(self, agent: _Agent, op: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+        kind = op["op"]
+        if kind == "list":
+            if self.cell.condition == "namespaced":
+                entries = self.store.list(agent.slot) + self.store.list(SHARED)
+                entries.sort(key=lambda e: e.key)
+            else:
+                entries = self.store.list(self._ns(agent))
+            exposed = [e.key for e in entries if e.author not in (agent.slot, ENVIRONMENT)]
+            effect = {"keys": [{"key": e.key, "namespace": e.namespace, "author": e.author, "version": e.version,
+                                "seq": e.seq} for e in entries],
+                      "exposure": bool(exposed), "exposed_keys": exposed}
+            if not entries:
+                return self.t.render("results/list_empty"), effect
+            if self.cell.condition == "authored":
+                items = [self.t.render("results/list_item_authored", key=e.key,
+                                       author=self._author_label(agent, e.author)) for e in entries]
+            else:
+                items = [e.key for e in entries]
+            return self.t.render("results/list", keys=", ".join(items)), effect
+        if kind == "read":
+            key = op["key"]
+            ns = self._ns(agent, key)
+            entry = self.store.read(ns, key)
+            if entry is None:
+                return self.t.render("results/read_missing"), {"key": key, "namespace": ns, "found": False}
+            cross = entry.author not in (agent.slot, ENVIRONMENT)
+            own_before = self.store.wrote_before(ns, key, agent.slot)
+            effect = {"key": key, "namespace": ns, "found": True, "value": entry.value, "author": entry.author,
+                      "version": entry.version, "written_seq": entry.seq, "cross_agent": cross,
+                      "strict_cross_agent": cross and not own_before, "seeded": entry.author == ENVIRONMENT,
+                      "reader_wrote_key": own_before}
+            return self.t.render("results/read", value=P.show_value(entry.value)), effect
+        if kind == "write":
+            key = op["key"]
+            ns = self._ns(agent, key)
+            prev = self.store.peek(ns, key)
+            entry = self.store.write(ns, key, op["value"], agent.slot)
+            return self.t.render("results/write"), {
+                "key": key, "namespace": ns, "value": op["value"], "version": entry.version, "seq": entry.seq,
+                "previous_author": prev.author if prev else None}
+        # submit
+        correct = {rule: is_correct(op["answer"], agent.task.expected, rule) for rule in ANSWER_RULES}
+        agent.submission = {"answer": op["answer"], "agent_step": agent.steps, "correct": correct}
+        agent.done = True
+        return None, {"answer": op["answer"], "expected": agent.task.expected, "correct": correct}
+
+    # -- one reply ------------------------------------------------------------
+    def _request(self, agent: _Agent) -> ModelRequest:
+        return ModelRequest(messages=[dict(m) for m in agent.messages], params=dict(self.cell.sampling))
+
+    def _handle(self, agent: _Agent, reply: ModelReply, t_issue: float, request: ModelRequest) -> None:
+        t_done = round(t_issue + max(0.0, float(reply.latency_s or 0.0)), 6)
+        self.clock = max(self.clock, t_done)
+        agent.t = t_done
+        msgs = request.messages
+        record: dict[str, Any] = {
+            "kind": "step", "world_id": self.world_id, "run": self.run_no, "seq": len(self.steps),
+            "agent": agent.slot, "role": agent.role, "agent_step": agent.steps,
+            "t_issue": round(t_issue, 6), "t_done": t_done,
+            "request": {"route": agent.route, "params": dict(request.params), "n_messages": len(msgs),
+                        "messages_sha256": hashlib.sha256(json.dumps(msgs, ensure_ascii=False).encode()).hexdigest(),
+                        "prompt": msgs[-1]["content"]},
+            "reply": reply.to_record(),
+        }
+        if reply.failed:
+            record.update(parse=None, valid=False, op=None, effect=None, result=None)
+            self.steps.append(record)
+            self.failure = {"agent": agent.slot, "role": agent.role, "agent_step": agent.steps, "error": reply.error}
+            agent.done = True
+            return
+        parsed = parse_both(reply.text, self.ops)
+        decided = parsed[self.cell.parser]
+        agent.steps += 1
+        if decided["valid"]:
+            result, effect = self._apply(agent, decided["op"])
+        else:
+            result, effect = self.t.render("results/invalid", error=decided["error"]), {"invalid": True}
+        if not agent.done and agent.steps >= self.cell.max_steps:
+            agent.done = True
+            result = None  # the agent has no further turn to read it
+        record.update(parse=parsed, valid=decided["valid"], op=decided["op"], effect=effect, result=result)
+        self.steps.append(record)
+        agent.messages.append({"role": "assistant", "content": reply.text})
+        if result is not None:
+            agent.messages.append({"role": "user", "content": result})
+
+    # -- schedulers -------------------------------------------------------------
+    async def _call(self, agent: _Agent, request: ModelRequest) -> ModelReply:
+        started = time.perf_counter()
+        try:
+            reply = await agent.client.complete(request)
+        except Exception as exc:  # a client bug or an unexpected provider fault: recorded, never raised
+            reply = ModelReply(text="", latency_s=0.0, route=agent.route,
+                               error=f"{type(exc).__name__}: {str(exc)[:500]}")
+        reply.timing = {**reply.timing, "wall_s": round(time.perf_counter() - started, 6)}
+        return reply
+
+    async def _run_lockstep(self) -> None:
+        barrier = 0.0
+        k = 0
+        while self.failure is None:
+            active = [a for a in self.agents if not a.done]
+            if not active:
+                return
+            requests = [self._request(a) for a in active]
+            replies = await asyncio.gather(*(self._call(a, r) for a, r in zip(active, requests)))
+            order = list(range(len(active)))
+            rng_for(self.seed, "lockstep", k).shuffle(order)
+            for i in order:
+                self._handle(active[i], replies[i], barrier, requests[i])
+                if self.failure is not None:
+                    return
+            barrier = self.clock
+            k += 1
+
+    async def _run_async(self) -> None:
+        index = {a.slot: i for i, a in enumerate(self.agents)}
+        inflight: dict[str, tuple[asyncio.Task[ModelReply], float, float, ModelRequest, bool]] = {}
+        ready: list[tuple[float, int, str, ModelReply, float, ModelRequest]] = []
+
+        def issue(agent: _Agent) -> None:
+            request = self._request(agent)
+            task = asyncio.ensure_future(self._call(agent, request))
+            virtual = bool(getattr(agent.client, "virtual_time", False))
+            inflight[agent.slot] = (task, agent.t, time.perf_counter(), request, virtual)
+
+        for a in self.agents:
+            issue(a)
+        try:
+            while (inflight or ready) and self.failure is None:
+                for slot, (task, t0, _w0, request, _v) in list(inflight.items()):
+                    if task.done():
+                        reply = task.result()
+                        heapq.heappush(ready, (t0 + max(0.0, float(reply.latency_s or 0.0)), index[slot], slot,
+                                               reply, t0, request))
+                        del inflight[slot]
+                if ready:
+                    # Pop only what no call still in flight could precede on the world clock.
+                    now = time.perf_counter()
+                    bound = min((t0 if v else t0 + (now - w0) for _, t0, w0, _, v in inflight.values()),
+                                default=float("inf"))
+                    if ready[0][0] <= bound:
+                        _, _, slot, reply, t0, request = heapq.heappop(ready)
+                        agent = self.agents[index[slot]]
+                        self._handle(agent, reply, t0, request)
+                        if not agent.done:
+                            issue(agent)
+                        continue
+                await asyncio.wait([t for t, *_ in inflight.values()], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task, *_ in inflight.values():
+                task.cancel()
+
+    async def run(self) -> WorldOutcome:
+        started = time.perf_counter()
+        if self.cell.scheduler == "lockstep":
+            await self._run_lockstep()
+        else:
+            await self._run_async()
+        return WorldOutcome(self._world_record(time.perf_counter() - started), self.steps)
+
+    # -- the world record ---------------------------------------------------------
+    def _world_record(self, wall_s: float) -> dict[str, Any]:
+        agents = []
+        for a in self.agents:
+            mine = [s for s in self.steps if s["agent"] == a.slot]
+            agents.append({
+                "agent": a.slot, "role": a.role, "route": a.route, "task": a.task.to_record(),
+                "system_prompt": a.messages[0]["content"], "task_text": a.messages[1]["content"],
+                "steps_used": a.steps, "submission": a.submission,
+                "invalid": {r: sum(1 for s in mine if s["parse"] and not s["parse"][r]["valid"])
+                            for r in ("strict", "lenient")},
+                "model_returned": sorted({s["reply"]["model_returned"] for s in mine if s["reply"]["model_returned"]}),
+            })
+        world: dict[str, Any] = {
+            "kind": "world", "world_kind": "stigmergy", "world_id": self.world_id, "cell_id": self.cell_id,
+            "run": self.run_no, "seed": self.seed, "cell": self.cell.model_dump(mode="json"),
+            "tasks": self.tasks.to_record(), "joint_answer": self.tasks.joint_answer,
+            "allowed_ops": list(self.ops), "agents": agents, "prepopulated": self.prepopulated,
+            "store_log": [e.to_record() for e in self.store.log], "n_steps": len(self.steps),
+            "clock_end": round(self.clock, 6), "failed": self.failure,
+            "timing": {"wall_s": round(wall_s, 6)},
+        }
+        world["validity"] = {rule: world_validity(world, self.steps, rule, self.cell.validity)
+                             for rule in ("strict", "lenient")}
+        world["valid"] = world["validity"][self.cell.parser]["valid"]
+        return world
