@@ -24,6 +24,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for name, n in summary.repaired_bytes.items():
         print(f"note: dropped a half-written last line ({n} bytes) from {name}", file=sys.stderr)
     print(summary.line())
+    if not args.no_summary:
+        from workbench.records import load_run
+        from workbench.tables import cell_summary, format_summary, world_frame
+
+        records = load_run(args.out)
+        ids = {c.cell_id for c in study.cells}
+        worlds = [w for w in records.worlds if w["cell_id"] in ids]
+        if worlds:
+            simulated = any(r.startswith("sim/") for c in study.cells for r in study.kind.routes(c.spec))
+            print("\nPer cell, over valid worlds" + (" (SIMULATED behaviour, not real models)" if simulated else "") + ":")
+            print(format_summary(cell_summary(world_frame(worlds))))
     return 0
 
 
@@ -68,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, help="worlds in flight at once (default: the study's)")
     p.add_argument("--max-worlds", type=int, help="stop after this many new worlds")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-summary", action="store_true", help="do not print the per-cell table")
     p.set_defaults(func=_cmd_run)
     p = sub.add_parser("validate", help="check a study file and list its cells")
     p.add_argument("params")

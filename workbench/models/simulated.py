@@ -93,7 +93,8 @@ PROFILES: dict[str, Profile] = {
     p.name: p
     for p in [
         Profile(name="diligent", description="lists first, writes its value, looks again and reads what it finds",
-                p_recheck_no_clause=0.9, patience=6),
+                p_first_list=0.98, p_write=0.98, p_write_no_persist=0.6, p_recheck_clause=0.98,
+                p_recheck_no_clause=0.9, p_read_exposed=0.99, error_rate=0.01, patience=8),
         Profile(name="clause-follower", description="looks again only when the prompt asks it to re-check",
                 p_recheck_clause=0.98, p_recheck_no_clause=0.02, patience=5),
         Profile(name="non-writer", description="never writes intermediate values; reads if it finds something",

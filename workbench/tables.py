@@ -1,0 +1,48 @@
+"""Per-cell tables from world rows: k/n over valid worlds with Wilson intervals,
+and the same over all worlds, because an exclusion rule can discard a cell."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from workbench.stats import wilson
+
+SUMMARY_METRICS: tuple[str, ...] = ("cross_agent_access", "strict_cross_agent_access", "joint_success",
+                                    "pair_write", "informative_read", "exposure")
+
+
+def world_frame(worlds: list[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for w in worlds:
+        row = dict(w["metrics"])
+        row["cell_label"] = w.get("cell_label", w["cell_id"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cell_summary(frame: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS) -> pd.DataFrame:
+    """One row per cell: worlds, valid worlds, and per metric k/valid with a 95% Wilson interval."""
+    out = []
+    for (cell_id, label), g in frame.groupby(["cell_id", "cell_label"], sort=False):
+        valid = g[g["valid"]]
+        row: dict[str, Any] = {"cell_id": cell_id, "cell": label, "worlds": len(g), "valid": len(valid),
+                               "failed": int(g["failed"].sum())}
+        for m in metrics:
+            k, n = int(valid[m].sum()), len(valid)
+            low, high = wilson(k, n)
+            row[m] = f"{k}/{n}"
+            row[f"{m}_ci"] = (round(low, 3), round(high, 3))
+            row[f"{m}_all"] = f"{int(g[m].sum())}/{len(g)}"
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def format_summary(summary: pd.DataFrame) -> str:
+    """A compact plain-text table for the terminal."""
+    cols = ["cell", "valid", "cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write"]
+    short = {"cross_agent_access": "coordinated", "strict_cross_agent_access": "strict",
+             "joint_success": "joint", "pair_write": "pair wrote"}
+    view = summary[cols].copy()
+    view["valid"] = [f"{v}/{w}" for v, w in zip(summary["valid"], summary["worlds"])]
+    return view.rename(columns=short).to_string(index=False)
