@@ -56,6 +56,16 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         for w in records.worlds:
             print(f"{w['world_id']}  {w.get('cell_label', '')}  valid={w['valid']}")
         return 0
+    if args.verify:
+        from workbench.replay import verify_world
+
+        diffs = verify_world(records, args.world)
+        for d in diffs:
+            print(f"mismatch: {d}")
+        n = len(records.steps.get(args.world, []))
+        print(f"replay of {args.world} through the engine: " + ("identical to the records" if not diffs
+              else f"{len(diffs)} differences") + f" ({n} steps)")
+        return 1 if diffs else 0
     print_world(records, args.world, sys.stdout, full=args.full)
     return 0
 
@@ -88,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", help="run directory")
     p.add_argument("--world", help="world id (omit to list the worlds)")
     p.add_argument("--full", action="store_true", help="also print prompts and raw replies")
+    p.add_argument("--verify", action="store_true",
+                   help="rerun the world through the engine from its recorded replies and compare")
     p.set_defaults(func=_cmd_replay)
     p = sub.add_parser("profiles", help="list the simulated profiles")
     p.set_defaults(func=_cmd_profiles)

@@ -92,7 +92,9 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 
 def _expected(err: dict[str, Any]) -> str:
-    msg = err["msg"]
+    msg = err["msg"].removeprefix("Value error, ")
+    if not err.get("loc"):
+        return msg  # a rule over several fields: the whole input is no help
     if err["type"] == "extra_forbidden":
         msg = "unknown field (not part of the schema)"
     elif err["type"] == "missing":
@@ -165,7 +167,7 @@ def load_study(path: str | Path) -> Study:
         except ValidationError as exc:
             loc, msg = _first_error(exc)
             top = loc.split(".")[0].split("[")[0]
-            where = origin if top in body else "defaults"
+            where = origin if (not loc or top in body) else "defaults"
             raise ParamsError(path, f"{where}.{loc}" if loc else where, msg) from None
         for route in sorted(kind.routes(spec)):
             try:

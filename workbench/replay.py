@@ -3,6 +3,7 @@ engine again with the recorded replies (which must reproduce the same steps)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, TextIO
 
 from workbench.records import RunRecords
@@ -65,3 +66,73 @@ def print_world(records: RunRecords, world_id: str, out: TextIO, *, full: bool =
         keys = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write",
                 "informative_read", "exposure", "read_after_exposure")
         out.write("--- metrics --- " + "  ".join(f"{k}={m.get(k)}" for k in keys) + "\n")
+
+
+# -- replay through the engine ---------------------------------------------------
+def _strip(obj: Any) -> Any:
+    """Drop what is allowed to differ between a run and its replay: wall-clock timing,
+    and the replay marker."""
+    if isinstance(obj, dict):
+        return {k: _strip(v) for k, v in obj.items() if k not in ("timing", "replayed")}
+    if isinstance(obj, list):
+        return [_strip(v) for v in obj]
+    return obj
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    return _strip(record)
+
+
+def _template_base(records: RunRecords, world: dict[str, Any]) -> Path:
+    params = (records.manifest.get("params") or {}).get("path")
+    if params and Path(params).exists():
+        return Path(params).resolve().parent
+    roots = list((records.manifest.get("templates") or {}).keys())
+    if len(roots) == 1:
+        # cell.prompts is relative to the params folder: walk back up from the template root
+        return Path(roots[0]).resolve().parents[len(Path(world["cell"]["prompts"]).parts) - 1]
+    raise FileNotFoundError(f"cannot find the templates of {records.dir}: its params file "
+                            f"{params!r} is gone and the manifest names {len(roots)} template folders")
+
+
+async def rerun_world(records: RunRecords, world_id: str):  # noqa: ANN201 - the kind's WorldOutcome
+    """Run a recorded world again through its world kind, every agent served by
+    its own recorded replies. The engine must then reproduce the records."""
+    from workbench.models.replay import ReplayClient
+    from workbench.worlds import get_kind
+
+    world = records.world(world_id)
+    steps = records.steps.get(world_id, [])
+    kind = get_kind(world["world_kind"])
+    cell = kind.CellSpec.model_validate(world["cell"])
+    replies: dict[str, list[dict[str, Any]]] = {}
+    for s in steps:
+        replies.setdefault(s["agent"], []).append(s["reply"])
+
+    def factory(route: str, slot: str, seed: int, options: dict[str, Any]) -> ReplayClient:
+        return ReplayClient(replies.get(slot, []), route=route)
+
+    return await kind.run_world(cell, world_id=world_id, cell_id=world["cell_id"], seed=world["seed"],
+                                run=world["run"], base_dir=_template_base(records, world), client_factory=factory)
+
+
+def verify_world(records: RunRecords, world_id: str) -> list[str]:
+    """Differences between a world's records and its replay (empty when identical)."""
+    import asyncio
+
+    outcome = asyncio.run(rerun_world(records, world_id))
+    diffs: list[str] = []
+    old_steps = [comparable(s) for s in records.steps.get(world_id, [])]
+    new_steps = [comparable(s) for s in outcome.steps]
+    if len(old_steps) != len(new_steps):
+        diffs.append(f"{len(old_steps)} recorded steps, {len(new_steps)} replayed")
+    for a, b in zip(old_steps, new_steps):
+        if a != b:
+            keys = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            diffs.append(f"step {a.get('seq')}: differs in {', '.join(keys)}")
+    old_world = comparable(records.world(world_id))
+    new_world = comparable(outcome.world)
+    for k in sorted(set(new_world)):
+        if old_world.get(k) != new_world.get(k):
+            diffs.append(f"world field {k!r} differs")
+    return diffs

@@ -48,9 +48,8 @@ class RunSummary:
 
 
 def client_factory_for(study: Study, recorded: dict[str, list[dict[str, Any]]] | None = None):  # noqa: ANN201
-    def factory(route: str, slot: str, seed: int, script: list[str] | None):  # noqa: ANN202
-        return make_client(route, seed=seed, script=script, profiles=study.profiles,
-                           recorded=(recorded or {}).get(slot))
+    def factory(route: str, slot: str, seed: int, options: dict[str, Any]):  # noqa: ANN202
+        return make_client(route, seed=seed, profiles=study.profiles, recorded=(recorded or {}).get(slot), **options)
     return factory
 
 

@@ -36,10 +36,10 @@ def check_route(route: str, profiles: dict[str, Profile] | None = None) -> None:
 
 
 def make_client(route: str, *, seed: int, script: list[str] | None = None,
-                recorded: list[dict[str, Any]] | None = None,
+                recorded: list[dict[str, Any]] | None = None, latency_s: float | None = None,
                 profiles: dict[str, Profile] | None = None, **options: Any) -> ModelClient:
     if route == "scripted":
-        return ScriptedClient(script or [])
+        return ScriptedClient(script or [], latency_s=1.0 if latency_s is None else latency_s)
     if route == "replay":
         return ReplayClient(recorded or [])
     if route.startswith("sim/"):

@@ -23,7 +23,7 @@ class ReplayClient:
         rec = copy.deepcopy(self.recorded[self._i])
         self._i += 1
         rec.pop("timing", None)
-        original_route = rec.pop("route", None)
+        rec.pop("route", None)
         reply = ModelReply(route=self.route, **{k: v for k, v in rec.items() if k in ModelReply.__dataclass_fields__})
-        reply.extra = {**reply.extra, "replayed_from_route": original_route}
+        reply.extra = {**reply.extra, "replayed": True}
         return reply

@@ -24,7 +24,7 @@ def template_root(cell: StigmergyCell, base_dir: Path) -> Path:
 
 
 async def run_world(cell: StigmergyCell, *, world_id: str, cell_id: str, seed: int, run: int, base_dir: Path,
-                    client_factory: Callable[[str, str, int, list[str] | None], ModelClient]) -> WorldOutcome:
+                    client_factory: Callable[[str, str, int, dict[str, Any]], ModelClient]) -> WorldOutcome:
     world = StigmergyWorld(cell, world_id=world_id, cell_id=cell_id, seed=seed, run=run,
                            templates=template_set(template_root(cell, base_dir)), client_factory=client_factory)
     return await world.run()

@@ -21,6 +21,7 @@ class AgentOverride(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str | None = None
     script: list[str] | None = None
+    latency_s: float | None = Field(None, ge=0, description="fixed latency of a scripted agent (world clock)")
 
 
 class StigmergyCell(BaseModel):

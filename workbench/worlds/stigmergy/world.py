@@ -37,7 +37,8 @@ from workbench.worlds.stigmergy.tasks import PAIR_ROLES, AgentTask, WorldTasks, 
 
 ENVIRONMENT = "environment"
 SHARED = "shared"
-ClientFactory = Callable[[str, str, int, "list[str] | None"], ModelClient]
+# (route, agent slot, agent seed, options such as a rendered script) -> a client for that agent
+ClientFactory = Callable[[str, str, int, "dict[str, Any]"], ModelClient]
 
 
 @dataclass
@@ -91,10 +92,12 @@ class StigmergyWorld:
             task = self.tasks.tasks[role]
             route = cell.route_for(role)
             override = cell.agents.get(role)  # type: ignore[call-overload]
-            script = None
+            options: dict[str, Any] = {}
             if override is not None and override.script is not None:
-                script = _render_script(override.script, script_values(task, self.tasks))
-            client = client_factory(route, slot, derive_seed(seed, "agent", slot, route), script)
+                options["script"] = _render_script(override.script, script_values(task, self.tasks))
+            if override is not None and override.latency_s is not None:
+                options["latency_s"] = override.latency_s
+            client = client_factory(route, slot, derive_seed(seed, "agent", slot, route), options)
             messages = [{"role": "system", "content": self.system},
                         {"role": "user", "content": P.task_text(templates, task)}]
             self.agents.append(_Agent(slot, role, task, client, route, messages))

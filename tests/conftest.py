@@ -1,0 +1,38 @@
+"""Shared helpers: studies written into tmp_path that use the shipped templates."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPTS = ROOT / "params" / "prompts" / "stigmergy"
+
+
+def study_dict(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "world": "stigmergy", "name": "t", "seed": 11, "worlds_per_cell": 2,
+        "defaults": {"prompts": str(PROMPTS)}, "cells": [{"model": "sim/diligent"}],
+    }
+    base.update(overrides)
+    return base
+
+
+@pytest.fixture
+def write_study(tmp_path: Path):
+    def _write(spec: dict[str, Any] | str, name: str = "study.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(spec if isinstance(spec, str) else yaml.safe_dump(spec, sort_keys=False))
+        return path
+    return _write
+
+
+def run_world(study_path: Path, cell_index: int = 0, world_index: int = 0):
+    from workbench.params import load_study
+    from workbench.study import run_one_world
+
+    study = load_study(study_path)
+    return asyncio.run(run_one_world(study, study.cells[cell_index], world_index))
