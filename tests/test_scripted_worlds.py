@@ -55,8 +55,9 @@ def test_async_clock_orders_operations_by_completion_time(write_study):
 def test_collision_counts_as_plain_but_not_strict_cross_agent_access(write_study):
     mine = '{"op":"write","key":"result","value":$own_value}'
     back = '{"op":"read","key":"result"}'
-    agents = {"pair_a": {"script": [mine, L, back, A], "latency_s": 1.0},
-              "pair_b": {"script": [mine, A], "latency_s": 1.5},
+    wrong = '{"op":"submit","answer":0}'
+    agents = {"pair_a": {"script": [mine, L, back, wrong], "latency_s": 1.0},
+              "pair_b": {"script": [mine, wrong], "latency_s": 1.5},
               "solo_1": {"script": [A]}, "solo_2": {"script": [A]}}
     out = run_world(write_study(scripted(agents)))
     read = next(s for s in out.steps if s["role"] == "pair_a" and s["op"]["op"] == "read")
