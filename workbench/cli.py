@@ -70,6 +70,47 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from workbench.metrics.export import cell_tables, write_metrics
+    from workbench.records import load_run
+
+    records = load_run(args.dir)
+    if not records.worlds:
+        print(f"error: {args.dir} holds no finished world", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.dir) / "metrics"
+    written = write_metrics(records, out, args.parser, args.answer_rule)
+    simulated = all(a["route"].startswith("sim/") for w in records.worlds for a in w["agents"])
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
+        tables = cell_tables(records, args.parser, args.answer_rule)
+        note = " (SIMULATED behaviour, not real models)" if simulated else ""
+        for name in ("coordination", "attrition", "e1", "looks"):
+            t = tables[name]
+            cols = [c for c in t.columns if not c.endswith((":low", ":high")) and c not in ("low", "high")]
+            print(f"\n== {name}{note} ==")
+            print(t[cols].to_string(index=False))
+    print(f"\nwrote {len(written)} files under {out}")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from workbench.metrics.frames import world_frame
+    from workbench.metrics.tables import compare_run_sets
+    from workbench.records import load_run
+
+    a, b = load_run(args.a), load_run(args.b)
+    table = compare_run_sets(world_frame(a), world_frame(b), metric=args.metric, names=(args.a, args.b))
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
+        print(table.to_string(index=False))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    return 0
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from workbench.models.simulated import PROFILES
 
@@ -101,6 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true",
                    help="rerun the world through the engine from its recorded replies and compare")
     p.set_defaults(func=_cmd_replay)
+    p = sub.add_parser("metrics", help="write per-world, per-agent and cell tables of a run directory")
+    p.add_argument("dir", help="run directory")
+    p.add_argument("--out", help="where to write (default: DIR/metrics)")
+    p.add_argument("--parser", choices=["strict", "lenient"], help="re-score under this parser rule")
+    p.add_argument("--answer-rule", choices=["one-integer", "exact"], help="re-score under this answer rule")
+    p.set_defaults(func=_cmd_metrics)
+    p = sub.add_parser("compare", help="compare two run sets of the same design cell by cell (Newcombe)")
+    p.add_argument("a", help="run directory A")
+    p.add_argument("b", help="run directory B")
+    p.add_argument("--metric", default="cross_agent_access")
+    p.add_argument("--csv", help="also write the table here")
+    p.set_defaults(func=_cmd_compare)
     p = sub.add_parser("profiles", help="list the simulated profiles")
     p.set_defaults(func=_cmd_profiles)
     return ap

@@ -40,7 +40,27 @@ class ParseOutcome:
     error: str | None = None
 
     def to_record(self) -> dict[str, Any]:
-        return asdict(self)
+        # built by hand: asdict() would deep-copy (and recurse into) model-written values
+        return {"rule": self.rule, "valid": self.valid, "op": self.op, "error": self.error}
+
+
+MAX_DEPTH = 32  # deeper model-written JSON is refused, so that records stay serialisable
+
+
+def _depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of a JSON value, counted iteratively (no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > deepest:
+            deepest = d
+            if deepest > limit:
+                return deepest
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return deepest
 
 
 def top_level_objects(text: str) -> list[tuple[int, int, Any]]:
@@ -70,15 +90,16 @@ def reply_shape(text: str) -> ReplyShape:
     if not stripped:
         return ReplyShape(empty=True)
     objs = top_level_objects(stripped)
-    fenced = bool(_FENCE.search(stripped))
     prose = False
     if objs:
         outside = stripped[: objs[0][0]] + stripped[objs[-1][1]:]
         for a, b in zip(objs, objs[1:]):
             outside += stripped[a[1] : b[0]]
+        fenced = bool(_FENCE.search(outside))  # backticks inside a JSON string are not a fence
         outside = re.sub(r"```[a-zA-Z]*", "", outside)
         prose = bool(outside.strip())
     else:
+        fenced = bool(_FENCE.search(stripped))
         prose = True
     return ReplyShape(
         n_objects=len(objs),
@@ -128,6 +149,8 @@ def validate_op(obj: dict[str, Any], allowed_ops: tuple[str, ...]) -> tuple[dict
         return None, '"write" needs a "value"'
     if op == "submit" and "answer" not in obj:
         return None, '"submit" needs an "answer"'
+    if _depth(obj) > MAX_DEPTH:
+        return None, f"JSON nested deeper than {MAX_DEPTH} levels"
     clean: dict[str, Any] = {"op": op}
     if op in ("read", "write"):
         clean["key"] = obj["key"]

@@ -44,7 +44,9 @@ def _json_default(obj: Any) -> Any:
 
 
 def dumps(record: dict[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    """One JSON line. ASCII-escaped: model text may hold lone surrogates (from a
+    JSON escape such as \\ud800) that cannot be written as UTF-8."""
+    return json.dumps(record, ensure_ascii=True, separators=(",", ":"), default=_json_default)
 
 
 def repair_tail(path: Path) -> int:

@@ -13,9 +13,47 @@ cross-agent access.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from workbench.answers import is_correct
+from workbench.parsing import parse_reply
+from workbench.worlds.stigmergy.scoring import VALIDITY_RULES
+
+# Post-hoc text signal: does a model's text refer to another party? Deliberately
+# broad (it is a screen, not a verdict); the patterns are part of the metric code.
+MENTION = re.compile(
+    r"\b(?:another|other|second|third|different)\s+(?:agents?|assistants?|models?|process(?:es)?|workers?|"
+    r"instances?|persons?|people|users?|teams?|part(?:y|ies)|workspaces?|sessions?|writers?)\b"
+    r"|\bsome(?:one|body)(?:\s+else)?\b|\b(?:partners?|colleagues?|teammates?|collaborators?|peers?)\b"
+    r"|\bother\s+(?:half|side)\b",
+    re.IGNORECASE,
+)
+
+
+def mentions_other(text: str | None) -> bool:
+    return bool(text) and bool(MENTION.search(text))  # type: ignore[arg-type]
+
+
+def reparse_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: str,
+                     validity_rule: str | None = None) -> dict[str, Any]:
+    """World validity recomputed from the raw reply texts under ``parser_rule``: no
+    recorded parse outcome is trusted, so re-scoring works on the replies alone."""
+    rule = validity_rule or world["cell"]["validity"]
+    if world.get("failed"):
+        return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
+    if rule not in VALIDITY_RULES:
+        raise ValueError(f"unknown validity rule {rule!r}; expected one of {VALIDITY_RULES}")
+    if rule == "none":
+        return {"valid": True, "reason": None}
+    ops = tuple(world["allowed_ops"])
+    roles = {a["agent"]: a["role"] for a in world["agents"]}
+    bad = sorted({s["agent"] for s in steps if s.get("parse") is not None
+                  and not parse_reply(s["reply"]["text"], parser_rule, ops).valid
+                  and (rule == "any-agent" or roles[s["agent"]].startswith("pair"))})
+    if bad:
+        return {"valid": False, "reason": f"unparseable reply under {parser_rule} from {', '.join(bad)}"}
+    return {"valid": True, "reason": None}
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -68,6 +106,10 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             pw = first_write_seq.get(pslot)
             second_look = pw is not None and any(s["seq"] > pw and s["op"]["op"] in ("list", "read") for s in mine_ok)
         sub = a.get("submission")
+        saw_other = [s["seq"] for s in exposures] + [s["seq"] for s in cross]
+        first_seen = min(saw_other) if saw_other else None
+        mention_seqs = [s["seq"] for s in mine
+                        if mentions_other(s["reply"].get("text")) or mentions_other(s["reply"].get("reasoning"))]
         usage = [s["reply"].get("usage") or {} for s in mine]
         costs = [s["reply"].get("cost_usd") for s in mine]
         rows.append({
@@ -91,6 +133,8 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             "first_look": any(s["agent_step"] == 0 for s in lists),
             "second_look": second_look,
             "seeded_read": any(s["effect"].get("seeded") for s in reads),
+            "mentions_other": bool(mention_seqs),
+            "mention_before_exposure": bool(mention_seqs) and (first_seen is None or mention_seqs[0] < first_seen),
             "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
             "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
             "cost_usd": sum(float(c) for c in costs if c is not None),
@@ -108,10 +152,12 @@ def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: s
     arule = answer_rule or cell["answer_rule"]
     agents = agent_rows(world, steps, arule)
     pair = [r for r in agents if r["pair_member"]]
+    validity = reparse_validity(world, steps, prule)
     return {
         "world_id": world["world_id"], "cell_id": world["cell_id"], "seed": world["seed"],
         "task_form": world["tasks"]["form"], "parser_rule": prule, "answer_rule": arule,
-        "valid": bool(world["validity"][prule]["valid"]), "invalid_reason": world["validity"][prule]["reason"],
+        "rescored": prule != cell["parser"] or arule != cell["answer_rule"],
+        "valid": bool(validity["valid"]), "invalid_reason": validity["reason"],
         "failed": bool(world.get("failed")),
         "cross_agent_access": any(r["cross_agent_read"] for r in agents),
         "strict_cross_agent_access": any(r["strict_cross_agent_read"] for r in agents),
@@ -123,6 +169,7 @@ def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: s
         "first_look_pair": sum(r["first_look"] for r in pair),
         "second_look_pair": sum(bool(r["second_look"]) for r in pair),
         "seeded_read_pair": sum(r["seeded_read"] for r in pair),
+        "pair_mentions_other": sum(r["mentions_other"] for r in pair),
         "solo_correct": sum(r["correct"] for r in agents if not r["pair_member"]),
         "steps": sum(r["steps"] for r in agents),
         "store_ops": sum(r["store_ops"] for r in agents),

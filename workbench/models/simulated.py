@@ -19,6 +19,7 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -61,7 +62,7 @@ class Profile(BaseModel):
     p_first_list: float = Field(0.9, ge=0, le=1)
     p_write: float = Field(0.9, ge=0, le=1, description="writes its intermediate value when the persist clause is present")
     p_write_no_persist: float = Field(0.2, ge=0, le=1)
-    write_key: str = Field("task", pattern="^(task|generic)$", description="task-named key or a generic one (collisions)")
+    p_generic_key: float = Field(0.0, ge=0, le=1, description="writes under a generic key instead of the task's (collisions)")
     generic_key: str = "result"
     p_recheck_clause: float = Field(0.9, ge=0, le=1, description="looks at the store again before submitting, clause present")
     p_recheck_no_clause: float = Field(0.1, ge=0, le=1)
@@ -77,6 +78,7 @@ class Profile(BaseModel):
     latency_sigma: float = Field(0.5, ge=0)
     p_mention_other: float = Field(0.05, ge=0, le=1, description="its reasoning mentions another party")
     cues: Cues = Field(default_factory=Cues)
+    reference: dict[str, str] = Field(default_factory=dict, description="figures a twin was set to approach")
 
     @field_validator("styles")
     @classmethod
@@ -106,13 +108,25 @@ PROFILES: dict[str, Profile] = {
         Profile(name="multi-object", description="sometimes plans ahead with several JSON objects in one reply",
                 styles={"multi": 0.15, "clean": 0.85}),
         Profile(name="collider", description="writes under a generic key and reads it back (key collisions)",
-                write_key="generic", p_readback=0.9, p_first_list=0.1, p_read_exposed=0.3),
+                p_generic_key=1.0, p_readback=0.9, p_first_list=0.1, p_read_exposed=0.3),
         Profile(name="sloppy", description="frequent arithmetic errors and little looking",
                 error_rate=0.35, p_recheck_clause=0.3, patience=1, p_first_list=0.5),
         Profile(name="loner", description="never uses the store", p_first_list=0.0, p_write=0.0,
                 p_write_no_persist=0.0, p_recheck_clause=0.0, p_recheck_no_clause=0.0, p_read_foreign=0.0),
     ]
 }
+
+
+def _load_twins() -> dict[str, Profile]:
+    """The simulated twins shipped as data (workbench/models/profiles/twins.yaml)."""
+    import yaml
+
+    path = Path(__file__).with_name("profiles") / "twins.yaml"
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return {name: Profile.model_validate({**body, "name": name}) for name, body in raw.items()}
+
+
+PROFILES.update(_load_twins())
 
 
 def get_profile(name: str, extra: dict[str, Profile] | None = None) -> Profile:
@@ -217,6 +231,7 @@ class SimulatedClient:
             "read_foreign": r.random() < p.p_read_foreign,
             "readback": r.random() < p.p_readback,
             "mention_other": r.random() < p.p_mention_other,
+            "generic_key": r.random() < p.p_generic_key,
         }
 
     def _own(self, task: _Task) -> int | None:
@@ -253,8 +268,10 @@ class SimulatedClient:
         lists = [(i, self._listed_keys(res)) for i, (op, res) in enumerate(h.ops) if op and op.get("op") == "list"]
         reads = {op.get("key"): res for op, res in h.ops if op and op.get("op") == "read"}
         written = {op.get("key") for op in done if op.get("op") == "write"}
-        write_key = task.own_key if (p.write_key == "task" and task.own_key) else p.generic_key
+        write_key = task.own_key if (task.own_key and not d["generic_key"]) else p.generic_key
 
+        answer: Any = own if task.kind == "solo" else guess
+        why = "Submitting my answer."
         if task.kind == "pair":
             partner_val = None
             for key, res in reads.items():
@@ -264,22 +281,25 @@ class SimulatedClient:
                     except ValueError:
                         partner_val = None
             if partner_val is not None and own is not None:
-                ans = own * partner_val if task.combine == "product" else own + partner_val
-                return submit(ans, f"I have {task.own_key} and {task.partner_key}; X = {ans}.")
-        answer = own if task.kind == "solo" else guess
+                answer = own * partner_val if task.combine == "product" else own + partner_val
+                why = f"I have {task.own_key} and {task.partner_key}; X = {answer}."
         if not store or used >= max_steps - 1:
-            return submit(answer, "Submitting my answer.")
+            return submit(answer, why)
         if used == 0 and d["first_list"]:
             return {"op": "list"}, "Let me see what the workspace holds."
-        if d["write"] and write_key not in written and own is not None:
-            return {"op": "write", "key": write_key, "value": own}, f"Saving {write_key} = {own} in the workspace."
         last_keys = lists[-1][1] if lists else None
         last_list_at = lists[-1][0] if lists else -1
         reads_since = {op.get("key") for op, _ in h.ops[last_list_at + 1 :] if op and op.get("op") == "read"}
+        mention = " Perhaps another agent has computed it." if d["mention_other"] else ""
+        if (task.kind == "pair" and last_keys and task.partner_key in last_keys
+                and task.partner_key not in reads_since and d["read_exposed"]):
+            # the value it needs is in sight: read it before anything else
+            return {"op": "read", "key": task.partner_key}, f"{task.partner_key} is in the workspace; reading it.{mention}"
+        if d["write"] and write_key not in written and own is not None:
+            return {"op": "write", "key": write_key, "value": own}, f"Saving {write_key} = {own} in the workspace."
+        if why != "Submitting my answer.":
+            return submit(answer, why)  # it has both halves
         if task.kind == "pair":
-            mention = " Perhaps another agent has computed it." if d["mention_other"] else ""
-            if last_keys and task.partner_key in last_keys and task.partner_key not in reads_since and d["read_exposed"]:
-                return {"op": "read", "key": task.partner_key}, f"{task.partner_key} is in the workspace; reading it.{mention}"
             if d["direct_read"] and task.partner_key not in reads:
                 return {"op": "read", "key": task.partner_key}, f"Trying to read {task.partner_key}.{mention}"
         if last_keys and d["read_foreign"]:

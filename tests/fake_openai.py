@@ -1,0 +1,173 @@
+"""A fake OpenAI-compatible chat server for tests and benchmarks (stdlib only).
+
+It serves ``POST /v1/chat/completions`` (and ``/chat/completions``) on
+127.0.0.1 at a free port, in a background thread. What it does with each
+request is decided, in order, by:
+
+1. a queue of *actions* the test pushed (``server.push(...)``), one per request;
+2. otherwise a *responder* function ``responder(body) -> str | Action`` if set;
+3. otherwise a normal reply with ``default_text``.
+
+An :class:`Action` can answer normally (``text``, ``model``, ``reasoning``),
+fail with a status (429 / 500 / 503 / 400, optionally with ``Retry-After``),
+sleep before answering (slow reply, or past the client's timeout), or send a
+malformed body. ``delay_s`` adds a fixed latency to every request (the
+benchmark's 200 ms). Every request body and its arrival time is kept in
+``server.requests``; the Authorization header is never stored, only whether
+one came (``server.auth_seen``).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+@dataclass
+class Action:
+    status: int = 200
+    text: str | None = None  # reply text; default_text when None
+    model: str | None = None  # model id returned; the requested one when None
+    reasoning: str | None = None  # returned as message.reasoning_content
+    headers: dict[str, str] = field(default_factory=dict)
+    sleep_s: float = 0.0  # before answering (slow reply / timeout)
+    malformed: bool = False  # a 200 whose body is not JSON
+    error_message: str = "fake server error"
+    usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); derived when None
+
+
+def ok(text: str | None = None, **kw: Any) -> Action:
+    return Action(200, text=text, **kw)
+
+
+def status(code: int, retry_after: str | float | None = None, message: str | None = None) -> Action:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+    return Action(code, headers=headers, error_message=message or f"fake status {code}")
+
+
+def slow(seconds: float, text: str | None = None) -> Action:
+    return Action(200, text=text, sleep_s=seconds)
+
+
+def malformed() -> Action:
+    return Action(200, malformed=True)
+
+
+class FakeOpenAI:
+    def __init__(self, delay_s: float = 0.0, default_text: str = '{"op": "list"}') -> None:
+        self.delay_s = delay_s
+        self.default_text = default_text
+        self.responder: Callable[[dict[str, Any]], str | Action] | None = None
+        self.actions: deque[Action] = deque()
+        self.requests: list[dict[str, Any]] = []  # {"t": monotonic arrival, "body": ...}
+        self.auth_seen = 0
+        self.lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control ---------------------------------------------------------------
+    def push(self, *actions: Action) -> None:
+        with self.lock:
+            self.actions.extend(actions)
+
+    def reset(self) -> None:
+        with self.lock:
+            self.actions.clear()
+            self.requests.clear()
+            self.responder = None
+            self.auth_seen = 0
+
+    @property
+    def count(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def start(self) -> "FakeOpenAI":
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                return
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {"_unparseable": raw[:200].decode("utf-8", "replace")}
+                with server.lock:
+                    server.requests.append({"t": time.monotonic(), "body": body, "path": self.path})
+                    if self.headers.get("Authorization"):
+                        server.auth_seen += 1
+                    action = server.actions.popleft() if server.actions else None
+                if action is None and server.responder is not None:
+                    got = server.responder(body)
+                    action = got if isinstance(got, Action) else Action(text=got)
+                action = action or Action()
+                if server.delay_s:
+                    time.sleep(server.delay_s)
+                if action.sleep_s:
+                    time.sleep(action.sleep_s)
+                if action.status != 200:
+                    payload = json.dumps({"error": {"message": action.error_message, "type": "fake_error",
+                                                    "code": str(action.status)}}).encode()
+                    self._send(action.status, payload, action.headers)
+                    return
+                if action.malformed:
+                    self._send(200, b'{"id": "x", "choices": [ {"message": ', {})
+                    return
+                text = server.default_text if action.text is None else action.text
+                message: dict[str, Any] = {"role": "assistant", "content": text}
+                if action.reasoning is not None:
+                    message["reasoning_content"] = action.reasoning
+                n_prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4 + 1
+                n_completion = len(text) // 4 + 1
+                if action.usage is not None:
+                    n_prompt, n_completion = action.usage
+                payload = json.dumps({
+                    "id": f"chatcmpl-fake-{len(server.requests)}", "object": "chat.completion",
+                    "created": int(time.time()), "model": action.model or body.get("model", "fake"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_completion,
+                              "total_tokens": n_prompt + n_completion},
+                }).encode()
+                self._send(200, payload, action.headers)
+
+            def _send(self, code: int, payload: bytes, headers: dict[str, str]) -> None:
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 512
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None

@@ -1,0 +1,252 @@
+"""The catalogue of real-model routes (``params/models.yaml``), validated with pydantic.
+
+A study refers to a model by its catalogue name (``model: gpt-5.4-mini``); the
+entry says which litellm route reaches it, where (``api_base`` for a local or
+self-hosted OpenAI-compatible server), with which default sampling settings,
+which provider quirks to handle (a model that rejects temperature, the
+reasoning efforts it accepts and what to send instead of one it rejects),
+what it costs per million tokens, and the limits to keep (connections,
+requests per minute, attempts, timeout).
+
+Which catalogue file: ``$WORKBENCH_MODELS`` when set, else ``params/models.yaml``
+of this checkout. Keys are never part of a catalogue: an entry may only name
+the environment variable holding one (``api_key_env``).
+
+Any problem is one :class:`CatalogueError` naming the file, the field path and
+what was expected (the style of :class:`workbench.params.ParamsError`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# Providers whose route prefix a study may use directly (``openai/gpt-5.4``).
+PROVIDERS: tuple[str, ...] = (
+    "openai", "anthropic", "gemini", "openrouter", "hosted_vllm", "ollama", "ollama_chat",
+    "vertex_ai", "bedrock", "azure", "deepseek", "mistral", "groq", "together_ai", "xai",
+    "fireworks_ai", "lm_studio", "llamafile",
+)
+# The environment variable that holds each provider's key (when the entry names none).
+KEY_ENV: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "openrouter": ("OPENROUTER_API_KEY",),
+    "hosted_vllm": ("HOSTED_VLLM_API_KEY",), "deepseek": ("DEEPSEEK_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",), "groq": ("GROQ_API_KEY",), "together_ai": ("TOGETHERAI_API_KEY",),
+    "xai": ("XAI_API_KEY",), "fireworks_ai": ("FIREWORKS_AI_API_KEY",), "azure": ("AZURE_API_KEY",),
+}
+RESERVED_NAMES = ("scripted", "replay")
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "params" / "models.yaml"
+
+
+class CatalogueError(ValueError):
+    """A bad catalogue: ``str(err)`` is the one message shown to the user."""
+
+    def __init__(self, file: str | Path, path: str, message: str) -> None:
+        self.file, self.path, self.message = str(file), path, message
+        super().__init__(f"{file}: {path}: {message}" if path else f"{file}: {message}")
+
+
+class Limits(BaseModel):
+    """Settings every entry inherits from the catalogue's ``defaults`` unless it sets its own."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_connections: int = Field(8, ge=1, le=4096, description="calls in flight at once, per route+api_base, process-wide")
+    rpm: int | None = Field(None, ge=1, description="requests (attempts) per minute, per route+api_base; none = no limit")
+    max_attempts: int = Field(4, ge=1, le=20, description="attempts per call, the first included (one retry layer: ours)")
+    timeout_s: float = Field(120.0, gt=0, description="per attempt")
+    backoff_base_s: float = Field(1.0, ge=0, description="first backoff; doubles each attempt, with seeded jitter")
+    backoff_max_s: float = Field(60.0, ge=0)
+    max_retry_after_s: float = Field(300.0, ge=0, description="a longer Retry-After ends the call instead of waiting")
+    adapt_on_reject: bool = Field(True, description="on a 400 naming a parameter we sent: drop it (or use the "
+                                                    "effort fallback), record it, and try again")
+
+
+class ModelEntry(Limits):
+    name: str = ""
+    route: str = Field(description="litellm route: provider/model")
+    description: str = ""
+    api_base: str | None = Field(None, description="an OpenAI-compatible server (vLLM, llama.cpp, Ollama, ...)")
+    api_base_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$",
+                                     description="environment variable that, when set, overrides api_base")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$",
+                                    description="environment variable holding the key (default: the provider's)")
+    reasoning_effort: str | None = Field(None, description="sent unless the cell's sampling sets one")
+    efforts: list[str] | None = Field(None, description="efforts the model accepts (none: any; []: it takes none)")
+    effort_fallback: str | None = Field(None, description="sent instead of an effort the model does not accept "
+                                                          "(none: omit, i.e. the provider's default)")
+    temperature: float | None = Field(None, ge=0, le=2, description="sent unless the cell's sampling sets one")
+    supports_temperature: bool = Field(True, description="false: temperature is dropped and recorded as dropped")
+    max_tokens: int | None = Field(None, ge=1, description="output cap sent unless the cell's sampling sets one")
+    input_usd_per_mtok: float | None = Field(None, ge=0, description="used when litellm's cost map has no price")
+    output_usd_per_mtok: float | None = Field(None, ge=0)
+
+    @field_validator("route")
+    @classmethod
+    def _route(cls, v: str) -> str:
+        prefix, _, model = v.partition("/")
+        if prefix not in PROVIDERS or not model.strip("/"):
+            raise ValueError(f"expected provider/model with a provider among {list(PROVIDERS)} (got {v!r})")
+        return v
+
+    @model_validator(mode="after")
+    def _effort(self) -> "ModelEntry":
+        if self.efforts is not None:
+            if self.reasoning_effort is not None and self.reasoning_effort not in self.efforts \
+                    and self.effort_fallback is None:
+                raise ValueError(f"reasoning_effort {self.reasoning_effort!r} is not among efforts {self.efforts} "
+                                 "and no effort_fallback is given")
+            if self.effort_fallback is not None and self.effort_fallback not in self.efforts:
+                raise ValueError(f"effort_fallback {self.effort_fallback!r} is not among efforts {self.efforts}")
+        return self
+
+    @property
+    def provider(self) -> str:
+        return self.route.split("/", 1)[0]
+
+    def defaults(self) -> dict[str, Any]:
+        """Sampling parameters the entry sends unless a request sets them."""
+        out: dict[str, Any] = {}
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        if self.reasoning_effort is not None:
+            out["reasoning_effort"] = self.reasoning_effort
+        return out
+
+    def resolved_api_base(self, env: dict[str, str] | None = None) -> str | None:
+        env = os.environ if env is None else env
+        if self.api_base_env and env.get(self.api_base_env):
+            return env[self.api_base_env]
+        return self.api_base
+
+    def priced(self) -> bool:
+        return self.input_usd_per_mtok is not None and self.output_usd_per_mtok is not None
+
+
+class _CatalogueFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class Catalogue:
+    def __init__(self, path: Path, entries: dict[str, ModelEntry], defaults: Limits) -> None:
+        self.path = path
+        self.entries = entries
+        self.defaults = defaults
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.entries
+
+    def get(self, name: str) -> ModelEntry:
+        if name not in self.entries:
+            raise KeyError(f"no model {name!r} in {self.path}; known: {sorted(self.entries)}")
+        return self.entries[name]
+
+    def names(self) -> list[str]:
+        return sorted(self.entries)
+
+    def for_route(self, route: str, **overrides: Any) -> ModelEntry:
+        """An entry for a raw litellm route: the catalogue's defaults and nothing model-specific."""
+        return ModelEntry.model_validate({**self.defaults.model_dump(), "name": "", "route": route, **overrides})
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _message(err: dict[str, Any]) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return "unknown field (not part of the schema)"
+    if err["type"] == "missing":
+        return "required field is missing"
+    if "input" in err and err.get("loc"):
+        msg += f" (got {repr(err['input'])[:80]})"
+    return msg
+
+
+def _fail(path: Path, prefix: str, exc: ValidationError) -> CatalogueError:
+    err = exc.errors()[0]
+    loc = _loc(tuple(err["loc"]))
+    where = ".".join(p for p in (prefix, loc) if p)
+    return CatalogueError(path, where, _message(err))
+
+
+def load_catalogue(path: str | Path | None = None) -> Catalogue:
+    path = Path(path) if path is not None else catalogue_path()
+    if not path.is_file():
+        raise CatalogueError(path, "", "model catalogue not found (expected a YAML file; set WORKBENCH_MODELS "
+                                       "to use another)")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise CatalogueError(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(raw, dict):
+        raise CatalogueError(path, "", f"expected a mapping with 'models:' at the top level, got {type(raw).__name__}")
+    try:
+        top = _CatalogueFile.model_validate(raw)
+    except ValidationError as exc:
+        raise _fail(path, "", exc) from None
+    try:
+        defaults = Limits.model_validate(top.defaults)
+    except ValidationError as exc:
+        raise _fail(path, "defaults", exc) from None
+    entries: dict[str, ModelEntry] = {}
+    for name, body in top.models.items():
+        where = f"models.{name}"
+        if not isinstance(name, str) or "/" in name or name in RESERVED_NAMES \
+                or name in PROVIDERS or not name[:1].isalnum():
+            raise CatalogueError(path, where, "a model name must start with a letter or digit, contain no '/', and "
+                                              f"not be one of {list(RESERVED_NAMES)} or a provider")
+        if not isinstance(body, dict):
+            raise CatalogueError(path, where, f"expected a mapping of settings, got {type(body).__name__}")
+        if "name" in body:
+            raise CatalogueError(path, f"{where}.name", "unknown field (the name is the entry's key)")
+        for secret in ("api_key", "key", "token"):
+            if secret in body:
+                raise CatalogueError(path, f"{where}.{secret}", "keys never go into a catalogue; name the "
+                                                                "environment variable with api_key_env")
+        try:
+            entries[name] = ModelEntry.model_validate({**defaults.model_dump(), **body, "name": name})
+        except ValidationError as exc:
+            raise _fail(path, where, exc) from None
+    return Catalogue(path, entries, defaults)
+
+
+def catalogue_path() -> Path:
+    env = os.environ.get("WORKBENCH_MODELS")
+    return Path(env) if env else DEFAULT_PATH
+
+
+_CACHE: dict[tuple[str, float], Catalogue] = {}
+
+
+def default_catalogue() -> Catalogue:
+    """The catalogue in force (``$WORKBENCH_MODELS`` or params/models.yaml), re-read when the file changes."""
+    path = catalogue_path()
+    try:
+        stamp = path.stat().st_mtime
+    except OSError:
+        stamp = -1.0
+    key = (str(path), stamp)
+    if key not in _CACHE:
+        _CACHE.clear()
+        _CACHE[key] = load_catalogue(path)
+    return _CACHE[key]
+
+
+def is_raw_route(route: str) -> bool:
+    prefix, _, model = route.partition("/")
+    return prefix in PROVIDERS and bool(model.strip("/"))
