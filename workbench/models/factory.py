@@ -1,8 +1,16 @@
 """From a route string in the params to a client for one agent.
 
 Routes: ``sim/PROFILE`` (simulated behaviour), ``scripted`` (fixed replies from
-the params), ``replay`` (recorded replies). Real-model routes plug in here by
-prefix without any world knowing of them."""
+the params), ``replay`` (recorded replies), and real models through litellm:
+a catalogue name from ``params/models.yaml`` (``gpt-5.4-mini``; the catalogue
+says route, api_base, defaults, quirks, prices and limits) or a raw litellm
+route with a known provider prefix (``openai/gpt-5.4``, ``anthropic/...``,
+``gemini/...``, ``openrouter/...``, ``hosted_vllm/...``, ``ollama/...``; these
+get the catalogue's ``defaults`` and provider defaults). An OpenAI-compatible
+local server is reached through a catalogue entry with ``api_base`` (and
+optionally ``api_base_env`` naming a variable that overrides it). Other
+families plug in by prefix (:func:`register_route`) without any world knowing
+of them. litellm itself is imported only when the first real call is made."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -14,11 +22,39 @@ from workbench.models.simulated import Profile, SimulatedClient, get_profile
 
 RouteBuilder = Callable[..., ModelClient]
 _EXTRA: dict[str, RouteBuilder] = {}
+LITELLM_PREFIXES = ("openai", "anthropic", "gemini", "openrouter", "hosted_vllm", "ollama")
 
 
 def register_route(prefix: str, builder: RouteBuilder) -> None:
     """Add a family of routes (``prefix/...``); used by optional back-ends."""
     _EXTRA[prefix] = builder
+
+
+def _litellm_route(route: str, *, seed: int, **options: Any) -> ModelClient:
+    from workbench.models.catalogue import default_catalogue
+    from workbench.models.litellm_client import build_client
+
+    if "/" not in route.strip("/") or not route.split("/", 1)[1].strip("/"):
+        raise ValueError(f"litellm route {route!r} names no model; expected provider/model")
+    return build_client(default_catalogue().for_route(route), seed=seed, **options)
+
+
+for _prefix in LITELLM_PREFIXES:
+    register_route(_prefix, _litellm_route)
+
+
+def _catalogue_names() -> list[str]:
+    from workbench.models.catalogue import default_catalogue
+
+    return default_catalogue().names()
+
+
+def _is_catalogue_name(route: str) -> bool:
+    if "/" in route or route in ("scripted", "replay"):
+        return False
+    from workbench.models.catalogue import default_catalogue
+
+    return route in default_catalogue()
 
 
 def check_route(route: str, profiles: dict[str, Profile] | None = None) -> None:
@@ -28,11 +64,19 @@ def check_route(route: str, profiles: dict[str, Profile] | None = None) -> None:
     if route.startswith("sim/"):
         get_profile(route[4:], profiles)  # KeyError names the known ones
         return
-    prefix = route.split("/", 1)[0]
+    prefix, _, rest = route.partition("/")
     if prefix in _EXTRA:
+        if not rest.strip("/"):
+            raise ValueError(f"model route {route!r} names no model; expected {prefix}/<model>")
         return
-    raise ValueError(f"unknown model route {route!r}; expected sim/<profile>, scripted, replay"
-                     + (f" or one of {sorted(_EXTRA)}/..." if _EXTRA else ""))
+    if _is_catalogue_name(route):  # a broken catalogue raises its CatalogueError (file, field, what) here
+        return
+    from workbench.models.catalogue import catalogue_path
+
+    names = _catalogue_names()
+    raise ValueError(f"unknown model route {route!r}; expected sim/<profile>, scripted, replay, "
+                     f"a model of {catalogue_path()} ({', '.join(names) if names else 'none defined'})"
+                     f" or a route {'/..., '.join(sorted(_EXTRA))}/...")
 
 
 def make_client(route: str, *, seed: int, script: list[str] | None = None,
@@ -47,5 +91,10 @@ def make_client(route: str, *, seed: int, script: list[str] | None = None,
     prefix = route.split("/", 1)[0]
     if prefix in _EXTRA:
         return _EXTRA[prefix](route, seed=seed, **options)
+    if _is_catalogue_name(route):
+        from workbench.models.catalogue import default_catalogue
+        from workbench.models.litellm_client import build_client
+
+        return build_client(default_catalogue().get(route), seed=seed, **options)
     check_route(route, profiles)
     raise AssertionError("unreachable")

@@ -174,12 +174,16 @@ class SimulatedClient:
                 own_true = sum(int(d) for d in str(n))
             else:
                 own_key, n, mod = m_mod.group(1), int(m_mod.group(2)), int(m_mod.group(3))
+                if mod == 0:
+                    return _Task("unknown")  # a task it cannot compute: it will say so
                 own_true = n % mod
             combine = "product" if re.search(c.joint_product, text) else "sum"
             return _Task("pair", own_key, m_partner.group(1), own_true, combine)
         if m := re.search(c.solo_product, text):
             return _Task("solo", own_true=int(m.group(1)) * int(m.group(2)))
         if m := re.search(c.solo_mod, text):
+            if int(m.group(2)) == 0:
+                return _Task("unknown")
             return _Task("solo", own_true=int(m.group(1)) % int(m.group(2)))
         if m := re.search(c.solo_digits, text):
             return _Task("solo", own_true=sum(int(d) for d in m.group(1)))

@@ -1,0 +1,699 @@
+"""Real models through litellm, with the request path recorded exactly.
+
+One :class:`LiteLLMClient` per agent, built from a catalogue entry
+(:mod:`workbench.models.catalogue`): a named model of ``params/models.yaml`` or
+a raw litellm route (``openai/…``, ``anthropic/…``, ``gemini/…``,
+``openrouter/…``; any OpenAI-compatible server by ``api_base``).
+
+What one call does, and records in its :class:`ModelReply`:
+
+* **Parameters.** ``params_requested`` = the entry's defaults (temperature,
+  max_tokens, reasoning_effort) under the request's own. Then, explicitly and
+  recorded: parameters litellm says the provider does not take
+  (``litellm.get_supported_openai_params``) are dropped; temperature is dropped
+  for an entry with ``supports_temperature: false``; an effort the entry does not
+  accept is replaced by its ``effort_fallback`` (or dropped). What goes out is
+  ``params_sent``; the dropped names are ``params_dropped``, with reasons in
+  ``extra.params_dropped_why`` and every change in ``extra.param_changes``. If
+  the provider still rejects a parameter we sent (a 400 naming it), the
+  parameter is dropped (or the effort falls back), recorded, and the call tried
+  again (``adapt_on_reject``). litellm is called with ``drop_params=False`` so it
+  never drops anything silently.
+* **One retry layer, ours.** litellm and the openai SDK are called with
+  ``num_retries=0, max_retries=0``: each attempt is one HTTP request. Up to
+  ``max_attempts`` attempts; 429, 5xx, timeouts, connection errors and
+  malformed bodies are retried after an exponential backoff with jitter drawn
+  from a seeded RNG, or after exactly the server's Retry-After (seconds or an
+  HTTP date) when it sends one. Every attempt is recorded (start offset,
+  duration, status, error class and message with keys redacted, the wait that
+  followed). When attempts run out the reply carries ``error`` ("Class:
+  message"); the client never raises.
+* **Limits.** A connection limit (asyncio.Semaphore) and a requests-per-minute
+  window shared by every client of the same route+api_base in the process;
+  a timeout per attempt.
+* **Facts.** The model id the provider returned, usage (with reasoning and
+  cached tokens when reported), cost (litellm's offline cost map; else the
+  entry's per-million prices; else None), latency (measured, from call to
+  reply, queueing and retries included, which is what the world clock needs),
+  reasoning text (``reasoning_content`` or thinking blocks), finish reason,
+  the api_base actually used.
+* **Budget.** With a :class:`~workbench.models.budget.Budget`, each call reserves
+  its worst-case cost first and is refused (error ``BudgetExhausted: …``) when
+  that does not fit; the reservation is settled at the actual cost.
+* **Cache.** With ``cache_dir``, successful replies are stored as JSON under a
+  SHA-256 of (route, api_base, messages, params sent); a hit comes back with
+  ``extra.cache_hit = True``, no attempts, zero cost charged, and the recorded
+  latency (so a re-run keeps the original world-clock order).
+* **Keys.** From the environment, or from a ``.env`` file in the working
+  directory (read here, never written into ``os.environ``); never from params.
+  Only the *name* of the variable is recorded. Every message that is recorded
+  passes through :func:`redact`, which removes the value of every key-like
+  variable of the environment and ``.env`` and anything shaped like a key.
+
+litellm is imported on first use, with its offline settings
+(``LITELLM_LOCAL_MODEL_COST_MAP``, ``LITELLM_OFFLINE_MODE``) set beforehand.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import os
+import random
+import re
+import threading
+import time
+import weakref
+from collections import deque
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from workbench.models.base import ModelReply, ModelRequest
+from workbench.models.budget import BUDGET_ERROR, Budget
+from workbench.models.catalogue import KEY_ENV, ModelEntry
+
+# --------------------------------------------------------------------------------------------
+# litellm, lazily and offline
+
+
+_LITELLM: Any = None
+_IMPORT_LOCK = threading.Lock()
+
+
+def get_litellm() -> Any:
+    """Import litellm once, offline: no remote cost map, no tokenizer downloads, no banners."""
+    global _LITELLM
+    if _LITELLM is None:
+        with _IMPORT_LOCK:
+            if _LITELLM is None:
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+                import litellm  # noqa: PLC0415 - lazy on purpose (3-9 s)
+
+                litellm.suppress_debug_info = True
+                litellm.telemetry = False
+                litellm.drop_params = False
+                _LITELLM = litellm
+    return _LITELLM
+
+
+# --------------------------------------------------------------------------------------------
+# keys: environment and .env, and redaction
+
+_KEYLIKE_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+_KEYLIKE_VALUE = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{8,}|sk_[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|xai-[A-Za-z0-9]{16,}|"
+    r"gsk_[A-Za-z0-9]{16,}|hf_[A-Za-z0-9]{16,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
+REDACTED = "[REDACTED]"
+_DOTENV: dict[str, tuple[float, dict[str, str]]] = {}
+
+
+def read_dotenv(path: str | Path | None = None) -> dict[str, str]:
+    """``KEY=VALUE`` lines of a .env file (``export``, quotes and comments allowed); {} if none."""
+    p = Path(path) if path is not None else Path.cwd() / ".env"
+    try:
+        stamp = p.stat().st_mtime
+    except OSError:
+        return {}
+    cached = _DOTENV.get(str(p))
+    if cached and cached[0] == stamp:
+        return cached[1]
+    out: dict[str, str] = {}
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return {}
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, _, value = line.removeprefix("export ").partition("=")
+        name, value = name.strip(), value.strip()
+        if value[:1] in ("'", '"') and value.endswith(value[:1]) and len(value) >= 2:
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            out[name] = value
+    _DOTENV[str(p)] = (stamp, out)
+    return out
+
+
+def secret_values(extra: tuple[str, ...] = ()) -> list[str]:
+    """Values of key-like variables in the environment and .env (longest first)."""
+    vals = set(v for v in extra if v and len(v) >= 6)
+    for source in (os.environ, read_dotenv()):
+        for name, value in source.items():
+            if _KEYLIKE_NAME.search(name) and value and len(value) >= 6:
+                vals.add(value)
+    return sorted(vals, key=len, reverse=True)
+
+
+def redact(text: Any, extra: tuple[str, ...] = ()) -> str:
+    """``text`` with every known key value and anything shaped like a key replaced."""
+    s = "" if text is None else str(text)
+    for v in secret_values(extra):
+        if v in s:
+            s = s.replace(v, REDACTED)
+    return _KEYLIKE_VALUE.sub(REDACTED, s)
+
+
+def find_key(entry: ModelEntry) -> tuple[str | None, str]:
+    """(key, where it came from) for an entry; the second is a variable name, never a value."""
+    names = (entry.api_key_env,) if entry.api_key_env else KEY_ENV.get(entry.provider, ())
+    dotenv = read_dotenv()
+    for name in names:
+        if os.environ.get(name):
+            return os.environ[name], f"env:{name}"
+    for name in names:
+        if dotenv.get(name):
+            return dotenv[name], f".env:{name}"
+    return None, "none"
+
+
+def _api_base(entry: ModelEntry) -> str | None:
+    if entry.api_base_env:
+        env_val = os.environ.get(entry.api_base_env) or read_dotenv().get(entry.api_base_env)
+        if env_val:
+            return env_val
+    return entry.api_base
+
+
+# --------------------------------------------------------------------------------------------
+# limits shared by every client of one route + api_base in the process
+
+
+class ModelLimits:
+    """A connection limit and a sliding-window requests-per-minute limit.
+
+    The semaphore is made per event loop (an asyncio primitive belongs to one
+    loop, and each ``asyncio.run`` makes a new loop); the rpm window is shared
+    across loops and threads."""
+
+    def __init__(self, max_connections: int, rpm: int | None, window_s: float = 60.0) -> None:
+        self.max_connections = max_connections
+        self.rpm = rpm
+        self.window_s = window_s
+        self._sems: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = \
+            weakref.WeakKeyDictionary()
+        self._starts: deque[float] = deque()
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.peak_in_flight = 0
+
+    def semaphore(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            sem = self._sems.get(loop)
+            if sem is None:
+                sem = asyncio.Semaphore(self.max_connections)
+                self._sems[loop] = sem
+            return sem
+
+    async def rpm_slot(self, sleep: Callable[[float], Awaitable[Any]]) -> float:
+        """Wait until a request may start under the rpm window; returns the seconds waited."""
+        if not self.rpm:
+            return 0.0
+        waited = 0.0
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                while self._starts and self._starts[0] <= now - self.window_s:
+                    self._starts.popleft()
+                if len(self._starts) < self.rpm:
+                    self._starts.append(now)
+                    return waited
+                wait = self._starts[0] + self.window_s - now
+            wait = max(wait, 0.001)
+            await sleep(wait)
+            waited += wait
+
+    def enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+_LIMITS: dict[tuple[str, str | None], ModelLimits] = {}
+_LIMITS_LOCK = threading.Lock()
+
+
+def limits_for(route: str, api_base: str | None, max_connections: int, rpm: int | None) -> ModelLimits:
+    """The process-wide limits of route+api_base; the first client to ask sets them."""
+    key = (route, (api_base or "").rstrip("/") or None)
+    with _LIMITS_LOCK:
+        lim = _LIMITS.get(key)
+        if lim is None:
+            lim = ModelLimits(max_connections, rpm)
+            _LIMITS[key] = lim
+        return lim
+
+
+def reset_limits() -> None:
+    """Forget every shared limit (tests; a process that changes its catalogue)."""
+    with _LIMITS_LOCK:
+        _LIMITS.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# errors: what to retry, Retry-After
+
+
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
+_RETRY_CLASSES = {"Timeout", "APITimeoutError", "TimeoutError", "APIConnectionError", "ServiceUnavailableError",
+                  "InternalServerError", "RateLimitError", "JSONDecodeError", "APIResponseValidationError"}
+_NO_RETRY_CLASSES = {"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
+                     "ContextWindowExceededError", "ContentPolicyViolationError", "UnsupportedParamsError",
+                     "UnprocessableEntityError", "BudgetExceededError"}
+
+
+def _status_of(exc: BaseException) -> int | None:
+    code = getattr(exc, "status_code", None)
+    if code is None:
+        resp = getattr(exc, "response", None)
+        code = getattr(resp, "status_code", None)
+    try:
+        return int(code) if code is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _headers_of(exc: BaseException) -> dict[str, str]:
+    for h in (getattr(exc, "litellm_response_headers", None), getattr(getattr(exc, "response", None), "headers", None)):
+        if h:
+            try:
+                return {str(k).lower(): str(v) for k, v in dict(h).items()}
+            except (TypeError, ValueError):
+                continue
+    return {}
+
+
+def parse_retry_after(headers: dict[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from Retry-After (delta-seconds or an HTTP date) or retry-after-ms; None if absent."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def classify(exc: BaseException) -> tuple[str, int | None, bool]:
+    """(error class, HTTP status, retryable) of an attempt's exception."""
+    name = type(exc).__name__
+    if isinstance(exc, asyncio.TimeoutError):
+        return "Timeout", None, True
+    status = _status_of(exc)
+    if name in _NO_RETRY_CLASSES and (status is None or status not in RETRY_STATUS):
+        return name, status, False
+    if status is not None:
+        return name, status, status in RETRY_STATUS
+    return name, status, name in _RETRY_CLASSES
+
+
+# --------------------------------------------------------------------------------------------
+# parameters
+
+
+def _supported(route: str) -> set[str] | None:
+    litellm = get_litellm()
+    try:
+        got = litellm.get_supported_openai_params(model=route)
+    except Exception:  # noqa: BLE001 - an unknown provider: we cannot say, so we send everything
+        return None
+    return set(got) if got else None
+
+
+_TRANSPORT = {"max_retries", "extra_headers", "stream", "stream_options", "n"}  # never taken from params
+
+
+def prepare_params(entry: ModelEntry, requested: dict[str, Any],
+                   supported: set[str] | None) -> tuple[dict[str, Any], dict[str, str], list[dict[str, Any]]]:
+    """(params to send, {dropped name: why}, [changes]) for the requested params."""
+    sent: dict[str, Any] = {}
+    why: dict[str, str] = {}
+    changes: list[dict[str, Any]] = []
+    for name, value in requested.items():
+        if name in _TRANSPORT:
+            why[name] = "transport setting, not a sampling parameter: set by the client"
+            continue
+        if supported is not None and name not in supported:
+            why[name] = f"not supported by provider {entry.provider} (litellm get_supported_openai_params)"
+            continue
+        if name == "temperature" and not entry.supports_temperature:
+            why[name] = f"model rejects temperature (catalogue {entry.name or entry.route}: supports_temperature false)"
+            continue
+        if name == "reasoning_effort" and entry.efforts is not None and value not in entry.efforts:
+            if entry.effort_fallback is not None:
+                sent[name] = entry.effort_fallback
+                changes.append({"param": name, "requested": value, "sent": entry.effort_fallback,
+                                "reason": f"effort not among {entry.efforts}: catalogue effort_fallback"})
+            else:
+                why[name] = (f"effort {value!r} not accepted (accepted: {entry.efforts}); "
+                             "omitted: the provider's default effort applies")
+                changes.append({"param": name, "requested": value, "sent": None, "reason": why[name]})
+            continue
+        sent[name] = value
+    return sent, why, changes
+
+
+def _rejected_param(message: str, sent: dict[str, Any]) -> str | None:
+    """The parameter a 400 complains about, if it names one we sent."""
+    low = message.lower()
+    if not any(w in low for w in ("unsupported", "not supported", "does not support", "invalid", "not allowed",
+                                  "unrecognized", "unknown", "only the default", "not available")):
+        return None
+    for name in sorted(sent, key=len, reverse=True):
+        variants = {name, name.replace("_", " "), name.replace("_", ".")}
+        if name == "reasoning_effort":
+            variants |= {"reasoning.effort", "effort", "thinking"}
+        if name == "max_tokens":
+            variants |= {"max_completion_tokens"}
+        if any(re.search(rf"(?<![a-z_]){re.escape(v)}(?![a-z_])", low) for v in variants):
+            return name
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# the client
+
+
+def _usage(resp: Any) -> dict[str, int]:
+    u = getattr(resp, "usage", None)
+    if u is None:
+        return {}
+    out: dict[str, int] = {}
+    for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        v = getattr(u, k, None)
+        if isinstance(v, int):
+            out[k] = v
+    details = getattr(u, "completion_tokens_details", None)
+    rt = getattr(details, "reasoning_tokens", None) if details is not None else None
+    if isinstance(rt, int):
+        out["reasoning_tokens"] = rt
+    pdet = getattr(u, "prompt_tokens_details", None)
+    ct = getattr(pdet, "cached_tokens", None) if pdet is not None else None
+    if isinstance(ct, int):
+        out["cached_tokens"] = ct
+    return out
+
+
+def _reasoning(message: Any) -> str | None:
+    rc = getattr(message, "reasoning_content", None)
+    if rc:
+        return str(rc)
+    blocks = getattr(message, "thinking_blocks", None) or []
+    texts = []
+    for b in blocks:
+        t = b.get("thinking") if isinstance(b, dict) else getattr(b, "thinking", None)
+        if t:
+            texts.append(str(t))
+    return "\n\n".join(texts) if texts else None
+
+
+class LiteLLMClient:
+    """One agent's client for a real model (see the module docstring)."""
+
+    virtual_time = False  # latency is measured wall time, not a world-clock draw
+
+    def __init__(self, entry: ModelEntry, *, seed: int = 0, budget: Budget | None = None,
+                 cache_dir: str | Path | None = None, timeout_s: float | None = None,
+                 max_attempts: int | None = None, api_base: str | None = None,
+                 backoff_base_s: float | None = None,
+                 sleep: Callable[[float], Awaitable[Any]] | None = None) -> None:
+        self.entry = entry
+        self.route = entry.route
+        self.name = entry.name or None
+        self.seed = seed
+        self.budget = budget
+        self.cache_dir = Path(cache_dir) if cache_dir else None
+        self.timeout_s = float(timeout_s if timeout_s is not None else entry.timeout_s)
+        self.max_attempts = int(max_attempts if max_attempts is not None else entry.max_attempts)
+        self.backoff_base_s = float(backoff_base_s if backoff_base_s is not None else entry.backoff_base_s)
+        self.api_base = api_base if api_base is not None else _api_base(entry)
+        self.rng = random.Random(seed)
+        self._sleep = sleep or asyncio.sleep
+        self.limits = limits_for(self.route, self.api_base, entry.max_connections, entry.rpm)
+        self._supported_cache: set[str] | None | bool = False
+
+    # -- pieces -------------------------------------------------------------------------
+    def _supported(self) -> set[str] | None:
+        if self._supported_cache is False:
+            self._supported_cache = _supported(self.route)
+        return self._supported_cache  # type: ignore[return-value]
+
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with seeded jitter before attempt ``attempt + 1``."""
+        base = min(self.entry.backoff_max_s, self.backoff_base_s * (2 ** (attempt - 1)))
+        return round(base * (0.5 + self.rng.random()), 6)
+
+    def cache_key(self, messages: list[dict[str, Any]], sent: dict[str, Any]) -> str:
+        material = {"route": self.route, "api_base": (self.api_base or "").rstrip("/") or None,
+                    "messages": messages, "params": sent}
+        return hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False,
+                                         default=str).encode()).hexdigest()
+
+    def _cache_path(self, key: str) -> Path:
+        assert self.cache_dir is not None
+        return self.cache_dir / key[:2] / f"{key}.json"
+
+    def _cache_get(self, key: str) -> dict[str, Any] | None:
+        if self.cache_dir is None:
+            return None
+        try:
+            data = json.loads(self._cache_path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("reply"), dict) else None
+
+    def _cache_put(self, key: str, reply: ModelReply) -> None:
+        if self.cache_dir is None:
+            return
+        path = self._cache_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "reply": reply.to_record()}, ensure_ascii=False, default=str),
+                       encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _prices(self, model_returned: str | None) -> tuple[float, float] | None:
+        """Per-token (input, output) USD: litellm's map for the route, else the catalogue's."""
+        litellm = get_litellm()
+        for name in (self.route, self.route.split("/", 1)[1]):
+            info = litellm.model_cost.get(name)
+            if info and info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None:
+                return float(info["input_cost_per_token"]), float(info["output_cost_per_token"])
+        if self.entry.priced():
+            return self.entry.input_usd_per_mtok / 1e6, self.entry.output_usd_per_mtok / 1e6  # type: ignore[operator]
+        return None
+
+    def estimate_cost(self, messages: list[dict[str, Any]], sent: dict[str, Any]) -> float | None:
+        """An upper bound of a call's cost: prompt bytes (a byte-level BPE never makes more tokens than
+        bytes) plus overhead at the input price, plus the output cap at the output price."""
+        prices = self._prices(None)
+        if prices is None:
+            return None
+        p_in, p_out = prices
+        prompt = sum(len(str(m.get("content", "")).encode("utf-8")) + 8 for m in messages) + 16
+        cap = sent.get("max_tokens") or sent.get("max_completion_tokens") or 4096
+        return prompt * p_in + int(cap) * p_out
+
+    def _cost(self, resp: Any, usage: dict[str, int]) -> tuple[float | None, str | None]:
+        hidden = getattr(resp, "_hidden_params", None) or {}
+        cost = hidden.get("response_cost")
+        if cost is not None:
+            return float(cost), "litellm"
+        if self.entry.priced() and usage:
+            c = (usage.get("prompt_tokens", 0) * self.entry.input_usd_per_mtok  # type: ignore[operator]
+                 + usage.get("completion_tokens", 0) * self.entry.output_usd_per_mtok) / 1e6  # type: ignore[operator]
+            return c, "catalogue"
+        return None, None
+
+    # -- the call -----------------------------------------------------------------------
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        t0 = time.monotonic()
+        wall0 = time.time()
+        key, key_source = find_key(self.entry)
+        secrets = (key,) if key else ()
+        requested = {**self.entry.defaults(), **dict(request.params)}
+        from_catalogue = sorted(k for k in self.entry.defaults() if k not in request.params)
+        supported = self._supported()
+        sent, why, changes = prepare_params(self.entry, requested, supported)
+        extra: dict[str, Any] = {
+            "catalogue": self.name, "provider": self.entry.provider, "api_base": self.api_base,
+            "key_source": key_source, "defaults_from_catalogue": from_catalogue,
+            "params_dropped_why": dict(why), "param_changes": list(changes), "cache_hit": False,
+        }
+        messages = [dict(m) for m in request.messages]
+
+        def reply(**kw: Any) -> ModelReply:
+            kw.setdefault("latency_s", round(time.monotonic() - t0, 6))
+            kw.setdefault("text", "")
+            r = ModelReply(route=self.route, params_requested=requested, params_sent=dict(sent),
+                           params_dropped=sorted(why), extra=extra, **kw)
+            r.timing = {"started_unix": round(wall0, 3), "wall_s": round(time.monotonic() - t0, 6)}
+            return r
+
+        # cache ------------------------------------------------------------------------
+        ckey = self.cache_key(messages, sent) if self.cache_dir is not None else None
+        if ckey is not None:
+            hit = self._cache_get(ckey)
+            if hit is not None:
+                rec = hit["reply"]
+                extra.update(cache_hit=True, cache_key=ckey,
+                             cached={"cost_usd": rec.get("cost_usd"), "attempts": len(rec.get("attempts") or []),
+                                     "latency_s": rec.get("latency_s"), "extra": rec.get("extra")})
+                return reply(text=rec.get("text") or "", latency_s=float(rec.get("latency_s") or 0.0),
+                             model_returned=rec.get("model_returned"), reasoning=rec.get("reasoning"),
+                             usage=dict(rec.get("usage") or {}), cost_usd=0.0, attempts=[])
+
+        # budget -----------------------------------------------------------------------
+        reservation = None
+        if self.budget is not None:
+            estimate = self.estimate_cost(messages, sent)
+            reservation = self.budget.reserve(estimate or 0.0)
+            extra["budget"] = {"reserved_usd": round(estimate, 8) if estimate is not None else None,
+                               "bounded": estimate is not None}
+            if not reservation.granted:
+                return reply(error=f"{BUDGET_ERROR}: this call could cost up to {estimate:.6f} USD and "
+                                   f"{self.budget.remaining:.6f} of {self.budget.limit_usd:.6f} USD remain",
+                             latency_s=0.0)
+
+        # attempts ---------------------------------------------------------------------
+        litellm = get_litellm()
+        attempts: list[dict[str, Any]] = []
+        queue_s = 0.0
+        error: str | None = None
+        resp: Any = None
+        for n in range(1, self.max_attempts + 1):
+            q0 = time.monotonic()
+            sem = self.limits.semaphore()
+            async with sem:
+                waited_rpm = await self.limits.rpm_slot(self._sleep)
+                a0 = time.monotonic()
+                queue_s += a0 - q0
+                att: dict[str, Any] = {"n": n, "start_s": round(a0 - t0, 6)}
+                if a0 - q0 > 0.0005:
+                    att["queued_s"] = round(a0 - q0, 6)
+                if waited_rpm:
+                    att["rpm_wait_s"] = round(waited_rpm, 6)
+                kwargs: dict[str, Any] = dict(model=self.route, messages=messages, timeout=self.timeout_s,
+                                              num_retries=0, max_retries=0, drop_params=False, **sent)
+                if self.api_base:
+                    kwargs["api_base"] = self.api_base
+                if key:
+                    kwargs["api_key"] = key
+                elif self.api_base:
+                    kwargs["api_key"] = "EMPTY"  # an OpenAI-compatible local server without auth
+                self.limits.enter()
+                try:
+                    resp = await asyncio.wait_for(litellm.acompletion(**kwargs), self.timeout_s + 1.0)
+                    exc: BaseException | None = None
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - every provider fault is data
+                    exc, resp = e, None
+                finally:
+                    self.limits.leave()
+                att["duration_s"] = round(time.monotonic() - a0, 6)
+            if exc is None:
+                try:
+                    choice = resp.choices[0]
+                    _ = choice.message
+                except Exception as e:  # noqa: BLE001 - a body without a message: a malformed reply
+                    exc, resp = e, None
+            if exc is None:
+                att["status"] = 200
+                attempts.append(att)
+                break
+            cls, status, retryable = classify(exc)
+            message = redact(str(exc), secrets)[:500]
+            att.update(status=status, error=cls, message=message)
+            attempts.append(att)
+            error = f"{cls}: {message}"
+            # a provider that rejects a parameter we sent: adapt explicitly, record, try again
+            if status == 400 and self.entry.adapt_on_reject:
+                bad = _rejected_param(str(exc), sent)
+                if bad is not None and n < self.max_attempts:
+                    value = sent.pop(bad)
+                    if bad == "reasoning_effort" and self.entry.effort_fallback not in (None, value):
+                        sent[bad] = self.entry.effort_fallback
+                        change = {"param": bad, "requested": value, "sent": sent[bad],
+                                  "reason": "provider rejected it (400): catalogue effort_fallback"}
+                    else:
+                        why[bad] = "provider rejected it (400): dropped and retried"
+                        change = {"param": bad, "requested": value, "sent": None, "reason": why[bad]}
+                    changes.append(change)
+                    extra["params_dropped_why"], extra["param_changes"] = dict(why), list(changes)
+                    att["adapted"] = change
+                    continue
+            if not retryable or n >= self.max_attempts:
+                break
+            retry_after = parse_retry_after(_headers_of(exc))  # sent with 429 and 503, honoured whenever sent
+            if retry_after is not None:
+                if retry_after > self.entry.max_retry_after_s:
+                    att["retry_after_s"] = retry_after
+                    error += f" (Retry-After {retry_after:.0f} s exceeds max_retry_after_s " \
+                             f"{self.entry.max_retry_after_s:.0f} s: not retried)"
+                    break
+                wait, att["retry_after_s"] = retry_after, round(retry_after, 6)
+            else:
+                wait = self.backoff(n)
+            att["wait_s"] = round(wait, 6)
+            await self._sleep(wait)
+
+        extra["queue_s"] = round(queue_s, 6)
+        if resp is None:
+            if reservation is not None and self.budget is not None:
+                self.budget.settle(reservation, 0.0)  # a failed request is not billed
+            return reply(error=error or "no attempt made", attempts=attempts)
+
+        message = resp.choices[0].message
+        usage = _usage(resp)
+        cost, cost_source = self._cost(resp, usage)
+        hidden = getattr(resp, "_hidden_params", None) or {}
+        extra.update(cost_source=cost_source, finish_reason=getattr(resp.choices[0], "finish_reason", None),
+                     api_base_used=redact(hidden.get("api_base"), secrets) if hidden.get("api_base") else None,
+                     response_id=getattr(resp, "id", None))
+        if reservation is not None and self.budget is not None:
+            self.budget.settle(reservation, cost)
+            extra["budget"]["charged_usd"] = cost
+        out = reply(text=message.content or "", model_returned=getattr(resp, "model", None),
+                    reasoning=_reasoning(message), usage=usage, cost_usd=cost, attempts=attempts)
+        if ckey is not None:
+            extra["cache_key"] = ckey
+            self._cache_put(ckey, out)
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# building from a route string (used by workbench.models.factory)
+
+_OPTIONS = {"budget", "cache_dir", "timeout_s", "max_attempts", "api_base", "backoff_base_s", "sleep"}
+
+
+def build_client(entry: ModelEntry, *, seed: int, **options: Any) -> LiteLLMClient:
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown option(s) {unknown} for a litellm client; expected some of {sorted(_OPTIONS)}")
+    return LiteLLMClient(entry, seed=seed, **options)
