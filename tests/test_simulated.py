@@ -215,18 +215,28 @@ def test_reworded_task_still_gets_a_valid_op(task: str, profile: str) -> None:
 BIG = "7" * 5000  # more digits than int() converts (sys.get_int_max_str_digits() == 4300)
 
 
+def test_task_dividing_by_zero_does_not_raise() -> None:
+    """Regression: _read_task once computed n % 0 for a task text saying 'divided by 0'
+    and raised ZeroDivisionError instead of returning an op."""
+    for text in ("Compute the remainder of 123 divided by 0.",
+                 "X = R_A + R_B. R_A is the remainder of N_A = 123 divided by 0. "
+                 "R_B is the remainder of a number that is not given here divided by 0."):
+        client = SimulatedClient(get_profile("diligent"), seed=1)
+        reply = _complete(client, [{"role": "system", "content": REWORDED_SYSTEM}, {"role": "user", "content": text}])
+        out = parse_reply(reply.text, "strict", STORE_OPS)
+        assert out.valid and out.op["op"] == "submit"
+
+
 @pytest.mark.parametrize("task", [
-    pytest.param("Compute the remainder of 123 divided by 0.", id="divided-by-zero"),
     pytest.param(f"Compute the remainder of {BIG} divided by 13.", id="huge-number-mod"),
     pytest.param(f"Compute {BIG} × 3 and submit the product.", id="huge-number-product"),
     pytest.param(f"X = C_A × C_B. C_A is the sum of the decimal digits of N_A = {BIG}. "
                  "C_B is the sum of the decimal digits of a number that is not given here.", id="huge-pair-number"),
 ])
-@pytest.mark.xfail(reason="BUG: SimulatedClient._read_task turns numbers from the task text into ints with no "
-                          "guard: 'divided by 0' raises ZeroDivisionError and a number of more than 4300 digits "
-                          "raises ValueError (int max str digits), instead of the client returning an op",
-                   strict=True)
-def test_task_text_the_sim_cannot_compute_does_not_raise(task: str) -> None:
+@pytest.mark.xfail(reason="BUG: SimulatedClient._read_task converts numbers from the task text with int() "
+                          "unguarded: a number of more than 4300 digits raises ValueError (Python's int max str "
+                          "digits limit) instead of the client returning an op", strict=True)
+def test_task_with_a_huge_number_does_not_raise(task: str) -> None:
     client = SimulatedClient(get_profile("diligent"), seed=1)
     reply = _complete(client, [{"role": "system", "content": REWORDED_SYSTEM}, {"role": "user", "content": task}])
     assert parse_reply(reply.text, "strict", STORE_OPS).valid

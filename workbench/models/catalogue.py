@@ -94,13 +94,10 @@ class ModelEntry(Limits):
 
     @model_validator(mode="after")
     def _effort(self) -> "ModelEntry":
-        if self.efforts is not None:
-            if self.reasoning_effort is not None and self.reasoning_effort not in self.efforts \
-                    and self.effort_fallback is None:
-                raise ValueError(f"reasoning_effort {self.reasoning_effort!r} is not among efforts {self.efforts} "
-                                 "and no effort_fallback is given")
-            if self.effort_fallback is not None and self.effort_fallback not in self.efforts:
-                raise ValueError(f"effort_fallback {self.effort_fallback!r} is not among efforts {self.efforts}")
+        # A default effort outside `efforts` is allowed on purpose: it is the study's setting, and every
+        # call records that it fell back (or was omitted) rather than hiding the quirk.
+        if self.efforts is not None and self.effort_fallback is not None and self.effort_fallback not in self.efforts:
+            raise ValueError(f"effort_fallback {self.effort_fallback!r} is not among efforts {self.efforts}")
         return self
 
     @property

@@ -164,6 +164,12 @@ class SimulatedClient:
 
     # -- reading the prompt -------------------------------------------------
     def _read_task(self, text: str) -> _Task:
+        try:
+            return self._parse_task(text)
+        except ValueError:  # e.g. a number too long for int(): a task it cannot compute
+            return _Task("unknown")
+
+    def _parse_task(self, text: str) -> _Task:
         c = self.profile.cues
         m_own = re.search(c.own_digits, text)
         m_mod = re.search(c.own_mod, text)
