@@ -38,6 +38,7 @@ class Action:
     malformed: bool = False  # a 200 whose body is not JSON
     error_message: str = "fake server error"
     usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); derived when None
+    echo_auth: bool = False  # put the Authorization header into the error message, as some providers do
 
 
 def ok(text: str | None = None, **kw: Any) -> Action:
@@ -121,7 +122,10 @@ class FakeOpenAI:
                 if action.sleep_s:
                     time.sleep(action.sleep_s)
                 if action.status != 200:
-                    payload = json.dumps({"error": {"message": action.error_message, "type": "fake_error",
+                    msg = action.error_message
+                    if action.echo_auth:
+                        msg += f" Incorrect API key provided: {self.headers.get('Authorization', '')}"
+                    payload = json.dumps({"error": {"message": msg, "type": "fake_error",
                                                     "code": str(action.status)}}).encode()
                     self._send(action.status, payload, action.headers)
                     return

@@ -233,10 +233,9 @@ def test_task_dividing_by_zero_does_not_raise() -> None:
     pytest.param(f"X = C_A × C_B. C_A is the sum of the decimal digits of N_A = {BIG}. "
                  "C_B is the sum of the decimal digits of a number that is not given here.", id="huge-pair-number"),
 ])
-@pytest.mark.xfail(reason="BUG: SimulatedClient._read_task converts numbers from the task text with int() "
-                          "unguarded: a number of more than 4300 digits raises ValueError (Python's int max str "
-                          "digits limit) instead of the client returning an op", strict=True)
 def test_task_with_a_huge_number_does_not_raise(task: str) -> None:
+    """Regression: int() of a number with more than 4300 digits (Python's int max str
+    digits limit) once raised ValueError out of _read_task instead of returning an op."""
     client = SimulatedClient(get_profile("diligent"), seed=1)
     reply = _complete(client, [{"role": "system", "content": REWORDED_SYSTEM}, {"role": "user", "content": task}])
     assert parse_reply(reply.text, "strict", STORE_OPS).valid

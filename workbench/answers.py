@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 ANSWER_RULES: tuple[str, ...] = ("one-integer", "exact")
-_INT = re.compile(r"-?\d+")
+_INT = re.compile(r"-?[0-9]+")  # ASCII digits only: "٤٢" is not the integer 42
 
 
 def answer_text(answer: Any) -> str:

@@ -453,6 +453,7 @@ class LiteLLMClient:
         self.api_base = api_base if api_base is not None else _api_base(entry)
         self.rng = random.Random(seed)
         self._sleep = sleep or asyncio.sleep
+        get_litellm()  # once per process, here rather than inside the first call's measured latency
         self.limits = limits_for(self.route, self.api_base, entry.max_connections, entry.rpm)
         self._supported_cache: set[str] | None | bool = False
 
@@ -585,83 +586,88 @@ class LiteLLMClient:
         queue_s = 0.0
         error: str | None = None
         resp: Any = None
-        for n in range(1, self.max_attempts + 1):
-            q0 = time.monotonic()
-            sem = self.limits.semaphore()
-            async with sem:
-                waited_rpm = await self.limits.rpm_slot(self._sleep)
-                a0 = time.monotonic()
-                queue_s += a0 - q0
-                att: dict[str, Any] = {"n": n, "start_s": round(a0 - t0, 6)}
-                if a0 - q0 > 0.0005:
-                    att["queued_s"] = round(a0 - q0, 6)
-                if waited_rpm:
-                    att["rpm_wait_s"] = round(waited_rpm, 6)
-                kwargs: dict[str, Any] = dict(model=self.route, messages=messages, timeout=self.timeout_s,
-                                              num_retries=0, max_retries=0, drop_params=False, **sent)
-                if self.api_base:
-                    kwargs["api_base"] = self.api_base
-                if key:
-                    kwargs["api_key"] = key
-                elif self.api_base:
-                    kwargs["api_key"] = "EMPTY"  # an OpenAI-compatible local server without auth
-                self.limits.enter()
-                try:
-                    resp = await asyncio.wait_for(litellm.acompletion(**kwargs), self.timeout_s + 1.0)
-                    exc: BaseException | None = None
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:  # noqa: BLE001 - every provider fault is data
-                    exc, resp = e, None
-                finally:
-                    self.limits.leave()
-                att["duration_s"] = round(time.monotonic() - a0, 6)
-            if exc is None:
-                try:
-                    choice = resp.choices[0]
-                    _ = choice.message
-                except Exception as e:  # noqa: BLE001 - a body without a message: a malformed reply
-                    exc, resp = e, None
-            if exc is None:
-                att["status"] = 200
-                attempts.append(att)
-                break
-            cls, status, retryable = classify(exc)
-            message = redact(str(exc), secrets)[:500]
-            att.update(status=status, error=cls, message=message)
-            attempts.append(att)
-            error = f"{cls}: {message}"
-            # a provider that rejects a parameter we sent: adapt explicitly, record, try again
-            if status == 400 and self.entry.adapt_on_reject:
-                bad = _rejected_param(str(exc), sent)
-                if bad is not None and n < self.max_attempts:
-                    value = sent.pop(bad)
-                    if bad == "reasoning_effort" and self.entry.effort_fallback not in (None, value):
-                        sent[bad] = self.entry.effort_fallback
-                        change = {"param": bad, "requested": value, "sent": sent[bad],
-                                  "reason": "provider rejected it (400): catalogue effort_fallback"}
-                    else:
-                        why[bad] = "provider rejected it (400): dropped and retried"
-                        change = {"param": bad, "requested": value, "sent": None, "reason": why[bad]}
-                    changes.append(change)
-                    extra["params_dropped_why"], extra["param_changes"] = dict(why), list(changes)
-                    att["adapted"] = change
-                    continue
-            if not retryable or n >= self.max_attempts:
-                break
-            retry_after = parse_retry_after(_headers_of(exc))  # sent with 429 and 503, honoured whenever sent
-            if retry_after is not None:
-                if retry_after > self.entry.max_retry_after_s:
-                    att["retry_after_s"] = retry_after
-                    error += f" (Retry-After {retry_after:.0f} s exceeds max_retry_after_s " \
-                             f"{self.entry.max_retry_after_s:.0f} s: not retried)"
+        try:
+            for n in range(1, self.max_attempts + 1):
+                q0 = time.monotonic()
+                sem = self.limits.semaphore()
+                async with sem:
+                    waited_rpm = await self.limits.rpm_slot(self._sleep)
+                    a0 = time.monotonic()
+                    queue_s += a0 - q0
+                    att: dict[str, Any] = {"n": n, "start_s": round(a0 - t0, 6)}
+                    if a0 - q0 > 0.0005:
+                        att["queued_s"] = round(a0 - q0, 6)
+                    if waited_rpm:
+                        att["rpm_wait_s"] = round(waited_rpm, 6)
+                    kwargs: dict[str, Any] = dict(model=self.route, messages=messages, timeout=self.timeout_s,
+                                                  num_retries=0, max_retries=0, drop_params=False, **sent)
+                    if self.api_base:
+                        kwargs["api_base"] = self.api_base
+                    if key:
+                        kwargs["api_key"] = key
+                    elif self.api_base:
+                        kwargs["api_key"] = "EMPTY"  # an OpenAI-compatible local server without auth
+                    self.limits.enter()
+                    try:
+                        resp = await asyncio.wait_for(litellm.acompletion(**kwargs), self.timeout_s + 1.0)
+                        exc: BaseException | None = None
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - every provider fault is data
+                        exc, resp = e, None
+                    finally:
+                        self.limits.leave()
+                    att["duration_s"] = round(time.monotonic() - a0, 6)
+                if exc is None:
+                    try:
+                        choice = resp.choices[0]
+                        _ = choice.message
+                    except Exception as e:  # noqa: BLE001 - a body without a message: a malformed reply
+                        exc, resp = e, None
+                if exc is None:
+                    att["status"] = 200
+                    attempts.append(att)
                     break
-                wait, att["retry_after_s"] = retry_after, round(retry_after, 6)
-            else:
-                wait = self.backoff(n)
-            att["wait_s"] = round(wait, 6)
-            await self._sleep(wait)
+                cls, status, retryable = classify(exc)
+                message = redact(str(exc), secrets)[:500]
+                att.update(status=status, error=cls, message=message)
+                attempts.append(att)
+                error = f"{cls}: {message}"
+                # a provider that rejects a parameter we sent: adapt explicitly, record, try again
+                if status == 400 and self.entry.adapt_on_reject:
+                    bad = _rejected_param(str(exc), sent)
+                    if bad is not None and n < self.max_attempts:
+                        value = sent.pop(bad)
+                        if bad == "reasoning_effort" and self.entry.effort_fallback not in (None, value):
+                            sent[bad] = self.entry.effort_fallback
+                            change = {"param": bad, "requested": value, "sent": sent[bad],
+                                      "reason": "provider rejected it (400): catalogue effort_fallback"}
+                        else:
+                            why[bad] = "provider rejected it (400): dropped and retried"
+                            change = {"param": bad, "requested": value, "sent": None, "reason": why[bad]}
+                        changes.append(change)
+                        extra["params_dropped_why"], extra["param_changes"] = dict(why), list(changes)
+                        att["adapted"] = change
+                        continue
+                if not retryable or n >= self.max_attempts:
+                    break
+                retry_after = parse_retry_after(_headers_of(exc))  # sent with 429 and 503, honoured whenever sent
+                if retry_after is not None:
+                    if retry_after > self.entry.max_retry_after_s:
+                        att["retry_after_s"] = retry_after
+                        error += f" (Retry-After {retry_after:.0f} s exceeds max_retry_after_s " \
+                                 f"{self.entry.max_retry_after_s:.0f} s: not retried)"
+                        break
+                    wait, att["retry_after_s"] = retry_after, round(retry_after, 6)
+                else:
+                    wait = self.backoff(n)
+                att["wait_s"] = round(wait, 6)
+                await self._sleep(wait)
 
+        except asyncio.CancelledError:  # the world was cut short: release what this call held
+            if reservation is not None and self.budget is not None:
+                self.budget.settle(reservation, 0.0)
+            raise
         extra["queue_s"] = round(queue_s, 6)
         if resp is None:
             if reservation is not None and self.budget is not None:

@@ -206,8 +206,10 @@ class SimulatedClient:
             if start >= 0 and end > start:
                 try:
                     op = json.loads(msg["content"][start : end + 1])
-                except ValueError:
+                except (ValueError, RecursionError):
                     op = None
+            if not isinstance(op, dict) or not all(isinstance(op.get(k, ""), str) for k in ("op", "key")):
+                op = None  # not one of its own well-formed operations
             if re.search(self.profile.cues.error, result):
                 op = None  # the operation did not take effect
             h.ops.append((op, result))
