@@ -4,23 +4,33 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv bench clean
+.PHONY: demo test venv bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall whenever the project's declared dependencies change.
+# Reinstall whenever the project's declared dependencies change; then the Jupyter
+# kernel spec (offline litellm settings in its env) and the offline widget renderer.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/workbench setup
 	touch $(STAMP)
+
+# Debian's chromium, for the browser tests of the HTML report (root on these machines).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
 
 venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/workbench run params/demo.yaml --out outputs/demo
+	$(BIN)/workbench report outputs/demo
+	@echo "open outputs/demo/report.html (works offline); records in outputs/demo"
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -19,6 +19,7 @@ one came (``server.auth_seen``).
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -101,6 +102,11 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:  # quiet
                 return
 
+            def setup(self) -> None:
+                super().setup()
+                # headers and body go out in two writes: without this, Nagle + delayed ACK add ~40 ms a reply
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
@@ -175,3 +181,47 @@ class FakeOpenAI:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+
+
+def _serve_child(conn: Any, delay_s: float, responder: Callable[[dict[str, Any]], str | Action] | None) -> None:
+    srv = FakeOpenAI(delay_s=delay_s)
+    srv.responder = responder
+    srv.start()
+    conn.send(srv.url)
+    conn.recv()  # until told to stop
+    conn.send(srv.count)
+    srv.stop()
+
+
+class FakeOpenAIProcess:
+    """The same server in a child process (fork), so that its threads do not share the
+    client's interpreter lock: for benchmarks, where the client's own overhead is measured.
+    ``responder`` must be a module-level function."""
+
+    def __init__(self, delay_s: float = 0.0,
+                 responder: Callable[[dict[str, Any]], str | Action] | None = None) -> None:
+        self.delay_s, self.responder = delay_s, responder
+        self.url = ""
+        self.count = 0
+
+    def start(self) -> "FakeOpenAIProcess":
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve_child, args=(child, self.delay_s, self.responder), daemon=True)
+        self._proc.start()
+        if not self._conn.poll(30):
+            raise RuntimeError("fake server process did not start")
+        self.url = self._conn.recv()
+        return self
+
+    def stop(self) -> None:
+        try:
+            self._conn.send("stop")
+            if self._conn.poll(10):
+                self.count = self._conn.recv()
+        finally:
+            self._proc.join(10)
+            if self._proc.is_alive():
+                self._proc.terminate()

@@ -111,6 +111,32 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from workbench.publish.report import make_report
+
+    path = make_report(args.dir, compare_dir=args.compare, output=args.out, timeout_s=args.timeout)
+    print(f"report written: {path}")
+    return 0
+
+
+def _cmd_batch(args: argparse.Namespace) -> int:
+    from workbench.publish.batch import run_batch
+
+    result = run_batch(args.params, args.out, parallel=args.parallel, timeout_s=args.timeout,
+                       report=not args.no_report)
+    print("\n".join(result.lines()))
+    return 1 if result.failed or result.report_error else 0
+
+
+def _cmd_setup(args: argparse.Namespace) -> int:
+    from workbench.publish.assets import ensure_widget_js
+    from workbench.publish.kernel import install_kernel
+
+    print(f"kernel spec: {install_kernel()}")
+    print(f"widget renderer: {ensure_widget_js()}")
+    return 0
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from workbench.models.simulated import PROFILES
 
@@ -154,6 +180,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", default="cross_agent_access")
     p.add_argument("--csv", help="also write the table here")
     p.set_defaults(func=_cmd_compare)
+    p = sub.add_parser("report", help="execute the analysis notebook on a run set and write offline HTML")
+    p.add_argument("dir", help="run directory (or batch directory)")
+    p.add_argument("--compare", help="a second run set of the same design to compare with")
+    p.add_argument("--out", help="HTML file (default: DIR/report.html)")
+    p.add_argument("--timeout", type=int, default=900, help="execution timeout per notebook cell, seconds")
+    p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("batch", help="run study.ipynb per cell through papermill, then the report")
+    p.add_argument("params")
+    p.add_argument("--out", required=True)
+    p.add_argument("--parallel", type=int, default=2, help="cells run at once")
+    p.add_argument("--timeout", type=int, default=1800, help="execution timeout per notebook cell, seconds")
+    p.add_argument("--no-report", action="store_true")
+    p.set_defaults(func=_cmd_batch)
+    p = sub.add_parser("setup", help="install the Jupyter kernel spec and the offline widget renderer")
+    p.set_defaults(func=_cmd_setup)
     p = sub.add_parser("profiles", help="list the simulated profiles")
     p.set_defaults(func=_cmd_profiles)
     return ap
@@ -166,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, KeyError, ValueError) as exc:
+    except (FileNotFoundError, KeyError, ValueError, RuntimeError) as exc:
         msg = exc.args[0] if exc.args else str(exc)
         print(f"error: {msg}", file=sys.stderr)
         return 2

@@ -135,8 +135,18 @@ def finished_worlds(out_dir: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
+BATCH_CELLS = "cells"  # a batch run keeps one run directory per cell under this folder
+
+
+def is_batch_dir(path: Path) -> bool:
+    return (Path(path) / BATCH_CELLS).is_dir() and not (Path(path) / WORLDS).exists()
+
+
 def load_run(out_dir: str | Path) -> RunRecords:
+    """The finished worlds of a run directory, or of every cell of a batch run."""
     out = Path(out_dir)
+    if is_batch_dir(out):
+        return _load_batch(out)
     if not (out / WORLDS).exists() and not (out / MANIFEST).exists():
         raise FileNotFoundError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
     problems: list[str] = []
@@ -153,6 +163,21 @@ def load_run(out_dir: str | Path) -> RunRecords:
         steps[wid].sort(key=lambda s: s["seq"])
     manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
     return RunRecords(out, manifest, sorted(worlds.values(), key=lambda w: w["world_id"]), steps, problems)
+
+
+def _load_batch(out: Path) -> RunRecords:
+    parts = [load_run(p) for p in sorted((out / BATCH_CELLS).iterdir()) if p.is_dir() and (p / MANIFEST).exists()]
+    worlds = sorted((w for r in parts for w in r.worlds), key=lambda w: w["world_id"])
+    steps = {k: v for r in parts for k, v in r.steps.items()}
+    manifest: dict[str, Any] = {"batch": True, "cells": {}, "parts": {}}
+    for r in parts:
+        manifest.setdefault("study", r.manifest.get("study"))
+        manifest.setdefault("world_kind", r.manifest.get("world_kind"))
+        manifest.setdefault("params", r.manifest.get("params"))
+        manifest.setdefault("templates", r.manifest.get("templates"))
+        manifest["cells"].update(r.manifest.get("cells", {}))
+        manifest["parts"][r.dir.name] = {"runs": r.manifest.get("runs", [])}
+    return RunRecords(out, manifest, worlds, steps, [p for r in parts for p in r.problems])
 
 
 # -- manifest -----------------------------------------------------------------

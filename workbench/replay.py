@@ -118,9 +118,9 @@ async def rerun_world(records: RunRecords, world_id: str):  # noqa: ANN201 - the
 
 def verify_world(records: RunRecords, world_id: str) -> list[str]:
     """Differences between a world's records and its replay (empty when identical)."""
-    import asyncio
+    from workbench.aio import run_sync
 
-    outcome = asyncio.run(rerun_world(records, world_id))
+    outcome = run_sync(rerun_world(records, world_id))
     diffs: list[str] = []
     old_steps = [comparable(s) for s in records.steps.get(world_id, [])]
     new_steps = [comparable(s) for s in outcome.steps]

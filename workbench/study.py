@@ -111,7 +111,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                          repaired_bytes={k: v for k, v in writer.repaired.items() if v})
     bar = None
     if progress:
-        from tqdm import tqdm
+        from tqdm.auto import tqdm  # a widget in a notebook, a bar on a terminal
 
         bar = tqdm(total=len(todo), desc=study.name, unit="world", file=sys.stderr, dynamic_ncols=True)
     started = time.perf_counter()
@@ -144,4 +144,6 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
 
 
 def run_study(study: Study, out_dir: str | Path, **kwargs: Any) -> RunSummary:
-    return asyncio.run(run_study_async(study, out_dir, **kwargs))
+    from workbench.aio import run_sync
+
+    return run_sync(run_study_async(study, out_dir, **kwargs))

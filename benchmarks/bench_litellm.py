@@ -1,0 +1,129 @@
+"""Real litellm calls through the study runner against a fake server adding 200 ms per call.
+
+A 50-world cell (async scheduler) at concurrency 32, model ``local-fake`` (the
+catalogue's entry for tests/fake_openai.py). Each agent follows a fixed plan
+of 3 to 8 calls chosen from its task text, so worlds differ in length.
+
+Prints the wall time of the run, the critical-path ideal and their ratio:
+- a world's critical path is its longest chain of calls: the agent with most
+  calls, each taking the server's 200 ms (client overhead counts as loss);
+- the ideal schedules those world lengths on ``concurrency`` slots in the order
+  the runner takes the worlds (greedy list scheduling, as the runner's workers do);
+- efficiency = ideal / wall. Target (issue 4): >= 90 %.
+
+Run: python benchmarks/bench_litellm.py [--worlds 50] [--concurrency 32] [--delay 0.2]"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import heapq
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+import yaml  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fake_openai import FakeOpenAIProcess  # noqa: E402
+from workbench.params import load_study  # noqa: E402
+from workbench.study import run_study  # noqa: E402
+
+
+def plan_for(task_text: str) -> list[str]:
+    """3 to 8 calls: list, a write, some looks, submit."""
+    n = 3 + int(hashlib.sha256(task_text.encode()).hexdigest(), 16) % 6
+    ops = ['{"op": "list"}', '{"op": "write", "key": "note", "value": 1}']
+    ops += ['{"op": "list"}'] * (n - 3) + ['{"op": "submit", "answer": 0}']
+    return ops
+
+
+def responder(body: dict) -> str:
+    msgs = body["messages"]
+    plan = plan_for(msgs[1]["content"])
+    return plan[min(sum(1 for m in msgs if m["role"] == "assistant"), len(plan) - 1)]
+
+
+def list_schedule(lengths: list[float], slots: int) -> float:
+    free = [0.0] * slots
+    heapq.heapify(free)
+    end = 0.0
+    for d in lengths:
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + d)
+        end = max(end, start + d)
+    return end
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worlds", type=int, default=50)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--delay", type=float, default=0.2)
+    ap.add_argument("--scheduler", default="async", choices=["async", "lockstep"])
+    args = ap.parse_args()
+
+    server = FakeOpenAIProcess(delay_s=args.delay, responder=responder).start()  # its own process: no shared GIL
+    os.environ["WORKBENCH_FAKE_API_BASE"] = server.url
+    os.environ.setdefault("OPENAI_API_KEY", "sk-bench-not-a-real-key-000000")
+    from workbench.models.litellm_client import get_litellm
+
+    t_imp = time.perf_counter()
+    get_litellm()  # the one-off import (3-9 s) is not part of the run
+    t_imp = time.perf_counter() - t_imp
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = {"world": "stigmergy", "name": "bench-litellm", "seed": 5, "worlds_per_cell": args.worlds,
+                    "concurrency": args.concurrency,
+                    "defaults": {"prompts": str(ROOT / "params/prompts/stigmergy"), "scheduler": args.scheduler},
+                    "cells": [{"model": "local-fake"}]}
+            path = Path(tmp) / "bench.yaml"
+            path.write_text(yaml.safe_dump(spec))
+            study = load_study(path)
+            t0 = time.perf_counter()
+            summary = run_study(study, Path(tmp) / "run", progress=False)
+            wall = time.perf_counter() - t0
+            worlds = [json.loads(x) for x in (Path(tmp) / "run" / "worlds.jsonl").read_text().splitlines()]
+            steps = [json.loads(x) for x in (Path(tmp) / "run" / "steps.jsonl").read_text().splitlines()]
+    finally:
+        server.stop()
+
+    calls: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    measured: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    attempts = 0
+    for s in steps:
+        calls[s["world_id"]][s["agent"]] += 1
+        measured[s["world_id"]][s["agent"]] += s["reply"]["latency_s"]
+        attempts += len(s["reply"]["attempts"])
+    order = sorted(worlds, key=lambda w: w["world_index"])
+    chains = [max(calls[w["world_id"]].values()) * args.delay for w in order]
+    ideal = list_schedule(chains, args.concurrency)
+    measured_chains = [max(measured[w["world_id"]].values()) for w in order]
+    ideal_measured = list_schedule(measured_chains, args.concurrency)
+    failed = sum(1 for w in worlds if w["failed"])
+    per_call = sum(s["reply"]["latency_s"] for s in steps) / max(1, len(steps))
+    world_wall = [w["timing"]["wall_s"] for w in order]
+    world_eff = sum(c / ww for c, ww in zip(chains, world_wall)) / len(order)
+
+    print(f"litellm bench: {summary.finished} worlds ({failed} failed), {len(steps)} calls, {attempts} attempts, "
+          f"server delay {args.delay * 1000:.0f} ms, concurrency {args.concurrency}, scheduler {args.scheduler}")
+    print(f"litellm import (excluded): {t_imp:.2f} s; requests the server saw: {server.count}")
+    print(f"wall time              {wall:7.3f} s   (runner's own wall_s {summary.wall_s:.3f} s)")
+    print(f"critical-path ideal    {ideal:7.3f} s   (longest chain per world x {args.delay * 1000:.0f} ms, "
+          f"list-scheduled on {args.concurrency} slots)")
+    print(f"efficiency             {ideal / wall:7.1%}   target >= 90 %: {'met' if ideal / wall >= 0.9 else 'MISSED'}")
+    print(f"  with measured call latencies: ideal {ideal_measured:.3f} s, efficiency {ideal_measured / wall:.1%} "
+          f"(mean call latency {per_call * 1000:.1f} ms: client+server overhead {1000 * (per_call - args.delay):.1f} ms)")
+    print(f"  mean per-world efficiency (chain / world wall): {world_eff:.1%}")
+
+
+if __name__ == "__main__":
+    main()

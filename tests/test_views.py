@@ -1,0 +1,426 @@
+"""Views from records: the step timeline, the store at step k, transcripts and the
+per-cell figures and tables. One small run (scripted worlds whose every step is
+known, plus simulated cells) is built once; the expected values are worked out
+by hand from the scripts, or from the records independently of the views."""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import study_dict
+from workbench.metrics.frames import agent_frame, world_frame
+from workbench.metrics.tables import attrition_table, compare_run_sets, exposure_lags, exposure_then_read
+from workbench.stats import newcombe, wilson
+from workbench.views import (attrition_figure, cell_differences, e1_interaction_figure, esc_html, esc_plot,
+                             exposure_then_read_figure, forest_figure, per_model_table, rate_styler,
+                             step_timeline, store_at_step, store_slider, transcript_html, transcripts_html)
+from workbench.views.timeline import ARROW, EXPOSURE, OP_COLOURS, OP_SYMBOLS
+
+W = '{"op":"write","key":"$own_key","value":$own_value}'
+R = '{"op":"read","key":"$partner_key"}'
+J = '{"op":"submit","answer":$joint_answer}'
+A = '{"op":"submit","answer":$answer}'
+L = '{"op":"list"}'
+EVIL_VALUE = "<script>alert(1)</script>"
+EVIL_KEY = "<img src=x onerror=alert(2)>"
+EVIL_VALUE_ESC = "&lt;script&gt;alert(1)&lt;/script&gt;"
+EVIL_KEY_ESC = "&lt;img src=x onerror=alert(2)&gt;"
+BAD_REPLY = "not json <b>bold</b> " + "z" * 400  # invalid under both rules, and longer than the hover cut
+PROSE = 'Sure, here it is: {"op":"submit","answer":$answer}'
+
+# The "evil" world, by hand (async clock; latencies solo_1 0.7, pair_a 1.0, solo_2 1.3, pair_b 1.5):
+#  t0.7 solo_1 write result(v1) | t1.0 pair_a write own | t1.3 solo_2 write result(v2)
+#  t1.4 solo_1 write result(v3) | t1.5 pair_b write own | t2.0 pair_a write EVIL_KEY=EVIL_VALUE
+#  t2.1 solo_1 submit right     | t2.6 solo_2 read result (solo_1's v3: cross-agent, not strict)
+#  t3.0 pair_b invalid reply    | t3.0 pair_a list (exposure) | t3.9 solo_2 submit 0 (wrong)
+#  t4.0 pair_a read partner's   | t4.5 pair_b list (exposure) | t5.0 pair_a submit joint
+#  t6.0 pair_b read EVIL_KEY    | t7.5 pair_b read partner's  | t9.0 pair_b submit joint
+EVIL_AGENTS = {
+    "solo_1": {"script": ['{"op":"write","key":"result","value":$answer}',
+                          '{"op":"write","key":"result","value":$answer}', A], "latency_s": 0.7},
+    "pair_a": {"script": [W, '{"op":"write","key":"' + EVIL_KEY + '","value":"' + EVIL_VALUE + '"}', L, R, J],
+               "latency_s": 1.0},
+    "solo_2": {"script": ['{"op":"write","key":"result","value":1}', '{"op":"read","key":"result"}',
+                          '{"op":"submit","answer":0}'], "latency_s": 1.3},
+    "pair_b": {"script": [W, BAD_REPLY, L, '{"op":"read","key":"' + EVIL_KEY + '"}', R, J], "latency_s": 1.5},
+}
+EVIL_OPS = ["write", "write", "write", "write", "write", "write", "submit", "read", "invalid", "list", "submit",
+            "read", "list", "submit", "read", "read", "submit"]
+EVIL_CROSS_READS = 4  # solo_2's collision read, pair_a's partner read, pair_b's EVIL_KEY and partner reads
+FAILS_AGENTS = {"pair_a": {"script": [W, L]}, "pair_b": {"script": [W]}, "solo_1": {"script": [A]},
+                "solo_2": {"script": [A]}}
+PROSE_AGENTS = {"pair_a": {"script": [PROSE]}, "pair_b": {"script": [A]}, "solo_1": {"script": [A]},
+                "solo_2": {"script": [A]}}
+GARBAGE_AGENTS = {"pair_a": {"script": ["no json here", A]}, "pair_b": {"script": [A]}, "solo_1": {"script": [A]},
+                  "solo_2": {"script": [A]}}
+SIM = "sim/diligent"
+SIM_CELLS = [{"model": SIM, "condition": c, "clauses": cl, "label": f"sim {c} {cl}"}
+             for c in ("store", "private") for cl in ("both", "persist-only")]
+SIM_CELLS += [{"model": SIM, "condition": "no-store", "label": "sim no-store"},
+              {"model": SIM, "condition": "prepopulated", "label": "sim prepopulated"},
+              {"model": "sim/clause-follower", "condition": "store", "label": "follower store"}]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from workbench.params import load_study
+    from workbench.records import load_run
+    from workbench.study import run_study
+
+    root = tmp_path_factory.mktemp("views")
+    cells = [{"model": "scripted", "agents": EVIL_AGENTS, "validity": "none", "label": "evil"},
+             {"model": "scripted", "agents": FAILS_AGENTS, "label": "fails"},
+             {"model": "scripted", "agents": PROSE_AGENTS, "label": "prose", "parser": "lenient"},
+             {"model": "scripted", "agents": GARBAGE_AGENTS, "label": "garbage"}]
+    spec = study_dict(name="views", worlds_per_cell=3, cells=cells + SIM_CELLS)
+    path = root / "study.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    run_study(load_study(path), root / "out", progress=False)
+    return load_run(root / "out")
+
+
+def world_of(run, label: str) -> tuple[dict, list[dict]]:
+    w = next(w for w in run.worlds if w["cell_label"] == label)
+    return w, run.steps[w["world_id"]]
+
+
+@pytest.fixture(scope="module")
+def frames(run):
+    return world_frame(run), agent_frame(run)
+
+
+def strings(obj) -> list[str]:
+    """Every string inside a figure's JSON (decoded, so that JSON's own \\u003c
+    escaping cannot hide a raw '<')."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in strings(v)]
+    return []
+
+
+def step_traces(fig) -> dict[str, object]:
+    return {t.name: t for t in fig.data if t.meta == "step"}
+
+
+# -- timeline --------------------------------------------------------------------
+def test_the_scripted_world_ran_as_worked_out_by_hand(run):
+    w, steps = world_of(run, "evil")
+    assert [(s["op"] or {}).get("op", "invalid") if s["valid"] else "invalid" for s in steps] == EVIL_OPS
+    assert sum(1 for s in steps if s["valid"] and s["op"]["op"] == "read" and s["effect"]["cross_agent"]) \
+        == EVIL_CROSS_READS
+
+
+def test_timeline_has_one_marker_per_step_coloured_by_operation(run):
+    w, steps = world_of(run, "evil")
+    fig = step_timeline(w, steps)
+    traces = step_traces(fig)
+    assert list(traces) == ["list", "read", "write", "submit", "invalid", "failed"]
+    assert sum(len(t.x) for t in traces.values()) == len(steps) == len(EVIL_OPS)
+    seqs = sorted(seq for t in traces.values() for seq in t.customdata)
+    assert seqs == list(range(len(steps)))
+    for name, t in traces.items():
+        assert t.marker.color == OP_COLOURS[name]
+        assert sorted(t.customdata) == [i for i, op in enumerate(EVIL_OPS) if op == name]
+    assert len(set(OP_COLOURS.values())) == len(OP_COLOURS)
+    # lanes: one per agent, labelled slot · role, y of each marker = its agent's lane
+    lanes = list(fig.layout.yaxis.ticktext)
+    assert len(lanes) == 4 and all(re.fullmatch(r"agent-\d · (pair_a|pair_b|solo_1|solo_2)", x) for x in lanes)
+    by_seq = {s["seq"]: s for s in steps}
+    for t in traces.values():
+        for x, y, seq in zip(t.x, t.y, t.customdata):
+            assert x == by_seq[seq]["t_done"]
+            assert lanes[y].startswith(by_seq[seq]["agent"] + " ·")
+    # the world's title names it, its form and joint answer
+    title = fig.layout.title.text
+    assert w["world_id"] in title and w["tasks"]["form"] in title and str(w["joint_answer"]) in title
+
+
+def test_invalid_reply_and_failed_call_have_their_own_symbols(run):
+    w, steps = world_of(run, "evil")
+    inv = step_traces(step_timeline(w, steps))["invalid"]
+    assert list(inv.customdata) == [8] and inv.marker.symbol == OP_SYMBOLS["invalid"]
+    assert OP_SYMBOLS["invalid"] not in {OP_SYMBOLS[k] for k in ("list", "read", "write", "submit")}
+    assert "invalid reply under lenient" in inv.hovertext[0]
+    fw, fsteps = world_of(run, "fails")
+    failed = step_traces(step_timeline(fw, fsteps))["failed"]
+    assert len(failed.x) == 1 and failed.customdata[0] == fsteps[-1]["seq"]
+    assert "script exhausted" in failed.hovertext[0]
+
+
+def test_cross_agent_reads_are_arrows_from_the_write_they_read(run):
+    w, steps = world_of(run, "evil")
+    fig = step_timeline(w, steps)
+    arrows = [a for a in fig.layout.annotations if a.name == ARROW]
+    assert len(arrows) == EVIL_CROSS_READS
+    assert all(a.axref == "x" and a.ayref == "y" and a.showarrow for a in arrows)
+    lanes = list(fig.layout.yaxis.ticktext)
+    role = {i: lab.split(" · ")[1] for i, lab in enumerate(lanes)}
+    got = sorted((a.ax, role[a.ay], a.x, role[a.y]) for a in arrows)
+    # (write time, writer) -> (read time, reader), from the hand trace above
+    assert got == [(1.0, "pair_a", 7.5, "pair_b"), (1.4, "solo_1", 2.6, "solo_2"), (1.5, "pair_b", 4.0, "pair_a"),
+                   (2.0, "pair_a", 6.0, "pair_b")]
+    # reads with no write step behind them (found nothing, own value, seeded) draw nothing
+    pw, psteps = world_of(run, "sim prepopulated")
+    seeded = [s for s in psteps if s["valid"] and s["op"]["op"] == "read" and s["effect"].get("seeded")]
+    assert seeded, "the prepopulated world should have seeded reads"
+    cross = sum(1 for s in psteps if s["valid"] and s["op"]["op"] == "read" and s["effect"].get("cross_agent"))
+    assert len([a for a in step_timeline(pw, psteps).layout.annotations if a.name == ARROW]) == cross
+
+
+def test_exposures_are_ringed_and_submissions_marked_right_or_wrong(run):
+    w, steps = world_of(run, "evil")
+    fig = step_timeline(w, steps)
+    ring = next(t for t in fig.data if t.meta == EXPOSURE)
+    assert sorted(ring.x) == [3.0, 4.5]
+    sub = step_traces(fig)["submit"]
+    marks = dict(zip(sub.customdata, sub.text))
+    assert marks == {6: "✓", 10: "✗", 13: "✓", 16: "✓"}
+
+
+def test_hover_shows_step_op_key_effect_and_the_reply_cut_short(run):
+    w, steps = world_of(run, "evil")
+    traces = step_traces(step_timeline(w, steps))
+    read = traces["read"]
+    hover = dict(zip(read.customdata, read.hovertext))[15]
+    assert "step 15" in hover and "op: read" in hover and "key: R_" in hover
+    assert "cross_agent" in hover and "reply: {&quot;" not in hover and 'reply: {"op":"read"' in hover
+    inv = traces["invalid"].hovertext[0]
+    reply = inv.split("reply: ", 1)[1]
+    assert reply.startswith("not json &lt;b&gt;bold&lt;/b&gt;") and reply.endswith("…")
+    assert 280 < len(reply.replace("&lt;", "<").replace("&gt;", ">")) <= 300
+
+
+# -- the store ----------------------------------------------------------------------
+def last_versions(world: dict, store_seq_max: float = math.inf) -> dict:
+    out = {}
+    for e in world["store_log"]:
+        if e["seq"] <= store_seq_max:
+            out[(e["namespace"], e["key"])] = (e["value"], e["author"], e["version"], e["seq"])
+    return out
+
+
+def as_dict(frame: pd.DataFrame) -> dict:
+    return {(r.namespace, r.key): (r.value, r.author, r.version, r.store_seq) for r in frame.itertuples()}
+
+
+@pytest.mark.parametrize("label", ["evil", "sim prepopulated", "sim private both", "fails"])
+def test_store_at_the_end_is_the_store_log_s_last_versions(run, label):
+    w, steps = world_of(run, label)
+    final = store_at_step(w, steps, steps[-1]["seq"])
+    assert as_dict(final) == last_versions(w)
+    assert as_dict(store_at_step(w, steps, None)) == last_versions(w)
+    assert list(final["namespace"] + "/" + final["key"]) == sorted(final["namespace"] + "/" + final["key"])
+
+
+def test_store_at_every_intermediate_step(run):
+    w, steps = world_of(run, "evil")
+    assert store_at_step(w, steps, -1).empty
+    k2 = store_at_step(w, steps, 2)  # solo_1's result v1, pair_a's own key, then solo_2's result v2
+    a = next(x for x in w["agents"] if x["role"] == "pair_a")
+    solo_2 = next(x for x in w["agents"] if x["role"] == "solo_2")["agent"]
+    # store seq: 1 solo_1's write, 2 pair_a's write, 3 solo_2's write (the store counts every operation)
+    assert as_dict(k2) == {("shared", "result"): (1, solo_2, 2, 3),
+                           ("shared", a["task"]["own_key"]): (a["task"]["own_value"], a["agent"], 1, 2)}
+    assert list(k2["key"]) == [a["task"]["own_key"], "result"] and list(k2["step"]) == [1, 2]
+    # every k, against the log: entries written by steps up to k (store seq from the write's effect)
+    for s in steps:
+        upto = [x["effect"]["seq"] for x in steps if x["seq"] <= s["seq"] and x["valid"] and x["op"]["op"] == "write"]
+        assert as_dict(store_at_step(w, steps, s["seq"])) == last_versions(w, max(upto, default=0))
+    pw, psteps = world_of(run, "sim prepopulated")
+    start = store_at_step(pw, psteps, -1)
+    assert len(start) == 2 and set(start["author"]) == {"environment"} and start["step"].isna().all()
+
+
+def test_store_slider_has_a_frame_per_step_matching_store_at_step(run):
+    w, steps = world_of(run, "evil")
+    fig = store_slider(w, steps)
+    assert [f.name for f in fig.frames] == ["start"] + [str(s["seq"]) for s in steps]
+    steps_ui = fig.layout.sliders[0].steps
+    assert [s.args[0] == [f.name] and s.method == "animate" for s, f in zip(steps_ui, fig.frames)] \
+        == [True] * len(fig.frames)
+    for f in fig.frames:
+        k = -1 if f.name == "start" else int(f.name)
+        table = store_at_step(w, steps, k)
+        cells = f.data[0].cells.values
+        assert list(cells[1]) == [esc_plot(x) for x in table["key"]]
+        assert list(cells[3]) == list(table["author"])
+        assert list(map(int, cells[4])) == list(table["version"])
+    assert fig.data[0].cells.values == fig.frames[-1].data[0].cells.values
+
+
+# -- escaping --------------------------------------------------------------------------
+def test_escape_helpers():
+    assert esc_plot('a&<b>"') == 'a&amp;&lt;b&gt;"'
+    assert esc_plot("x\ny") == "x<br>y" and esc_plot("x\ny", newlines=False) == "x⏎y"
+    assert esc_plot("<" * 10, 5) == "&lt;" * 4 + "…"
+    assert esc_html('<a href="x">&') == "&lt;a href=&quot;x&quot;&gt;&amp;"
+    assert esc_plot({"v": "<i>"}) == '{"v": "&lt;i&gt;"}'
+
+
+def test_model_and_store_text_is_escaped_in_transcripts(run):
+    w, steps = world_of(run, "evil")
+    html = transcripts_html(w, steps)
+    for raw in (EVIL_VALUE, EVIL_KEY, "<b>bold</b>"):
+        assert raw not in html
+    assert "&lt;b&gt;bold&lt;/b&gt;" in html
+    assert EVIL_VALUE.replace("<", "&lt;").replace(">", "&gt;") in html  # the read's result, escaped
+    assert EVIL_KEY_ESC in html and EVIL_VALUE_ESC in html
+    assert not re.search(r"<(script|img|link|iframe|object|embed)\b", html, re.IGNORECASE)
+    assert "http://" not in html and "https://" not in html and "url(" not in html
+    assert html.count("<details") == html.count("</details>") and html.count("<details") >= 4
+
+
+def test_model_and_store_text_is_escaped_in_figures(run):
+    w, steps = world_of(run, "evil")
+    for fig in (step_timeline(w, steps), store_slider(w, steps)):
+        texts = strings(json.loads(fig.to_json()))
+        assert not any(EVIL_VALUE in t or EVIL_KEY in t or "<b>bold" in t for t in texts)
+        assert any(EVIL_VALUE_ESC in t for t in texts)
+        assert any(EVIL_KEY_ESC in t for t in texts)
+        assert not any(re.search(r"<(script|img)\b", t, re.IGNORECASE) for t in texts)
+    hover = [h for t in step_timeline(w, steps).data if t.meta == "step" for h in t.hovertext]
+    assert any("&lt;b&gt;bold&lt;/b&gt;" in h for h in hover)
+
+
+def test_transcript_holds_the_whole_conversation_in_order(run):
+    w, steps = world_of(run, "evil")
+    b = next(a for a in w["agents"] if a["role"] == "pair_b")
+    html = transcript_html(w, steps, b["agent"])
+    mine = [s for s in steps if s["agent"] == b["agent"]]
+    pieces = [esc_html(b["system_prompt"]), esc_html(b["task_text"])]
+    for s in mine:
+        pieces.append(esc_html(s["reply"]["text"]))
+        if s["result"] is not None:
+            pieces.append(esc_html(s["result"]))
+    pos = 0
+    for p in pieces:
+        found = html.find(p, pos)
+        assert found >= 0, p[:60]
+        pos = found + len(p)
+    assert "Error:" in html  # the invalid reply's result
+    with pytest.raises(KeyError):
+        transcript_html(w, steps, "agent-9")
+
+
+# -- per-cell figures and tables -------------------------------------------------------
+def test_exposure_figure_counts_equal_the_table(frames):
+    wf, af = frames
+    table = exposure_then_read(wf, af)
+    assert table["n"].sum() > 0 and table["k"].sum() > 0
+    fig = exposure_then_read_figure(wf, af)
+    bars = {t.meta: t for t in fig.data}
+    assert list(bars["exposed"].y) == table["n"].tolist()
+    assert list(bars["read_after"].y) == table["k"].tolist()
+    assert list(bars["exposed"].x) == [esc_plot(f"{m}{' (simulated)' if m.startswith('sim/') else ''} · {c} · {cl}")
+                                       for m, c, cl in zip(table["model"], table["condition"], table["clauses"])]
+    lags = exposure_lags(af)
+    assert sorted(bars["lags"].y) == sorted(lags["steps_exposure_to_read"].astype(float))
+    # independently of the table: valid exposed worlds with a read after exposure, per cell
+    v = wf[wf["valid"] & wf["exposure"]]
+    assert sum(bars["read_after"].y) == int(v["read_after_exposure"].sum())
+    none = wf.assign(exposure=False)
+    assert not [t for t in exposure_then_read_figure(none, af).data]
+
+
+def test_per_model_table_renders_k_over_n_and_tags_simulated_rows(frames):
+    wf, _ = frames
+    html = per_model_table(wf).to_html()
+    for (model, cond), g in wf.groupby(["model", "condition"]):
+        v = g[g["valid"]]
+        k, n = int(v["cross_agent_access"].sum()), len(v)
+        row = re.search(re.escape(esc_html(model)) + r"(?: \[simulated\])?</td>\s*<td[^>]*>" + re.escape(cond)
+                        + r"</td>\s*<td[^>]*>(\d+/\d+)</td>", html)
+        assert row and row.group(1) == f"{k}/{n}", (model, cond)
+    assert "sim/diligent [simulated]" in html and "scripted [simulated]" not in html
+    assert "100.0%" in html and "simulated behaviour, not real models" in html
+
+
+def test_rate_styler_formats_rates_intervals_and_escapes():
+    lo, hi = wilson(3, 4)
+    table = pd.DataFrame({"model": ["sim/x", "<b>m</b>"], "condition": ["store", "store"], "metric": "m",
+                          "k": [3, 0], "n": [4, 0], "k/n": ["3/4", "0/0"], "rate": [0.75, float("nan")],
+                          "low": [lo, float("nan")], "high": [hi, float("nan")], "all": ["3/5", "0/1"]})
+    html = rate_styler(table).to_html()
+    assert "3/4" in html and "0/0" in html and "75.0%" in html
+    assert f"[{100 * lo:.1f}%, {100 * hi:.1f}%]" in html
+    assert "&lt;b&gt;m&lt;/b&gt;" in html and "<b>m</b>" not in html
+    assert html.count("[simulated]") == 1 + 1  # the sim row's tag and the caption
+    assert "linear-gradient" in html  # the rate bar
+
+
+def test_e1_interaction_plot_has_a_line_per_model_and_condition(frames):
+    wf, _ = frames
+    fig = e1_interaction_figure(wf)
+    assert sorted(tuple(t.meta) for t in fig.data) == [(SIM, "private"), (SIM, "store")]
+    for t in fig.data:
+        model, cond = t.meta
+        assert list(t.x) == ["both", "persist-only"]
+        for x, y, up, down in zip(t.x, t.y, t.error_y.array, t.error_y.arrayminus):
+            v = wf[(wf["model"] == model) & (wf["condition"] == cond) & (wf["clauses"] == x) & wf["valid"]]
+            k, n = int(v["cross_agent_access"].sum()), len(v)
+            lo, hi = wilson(k, n)
+            assert y == pytest.approx(k / n) and y + up == pytest.approx(hi) and y - down == pytest.approx(lo)
+    assert "simulated" in fig.data[0].name
+
+
+def test_cell_differences_match_newcombe_on_hand_picked_counts():
+    def worlds(model, cond, k, n, invalid=0):
+        rows = [{"model": model, "condition": cond, "valid": True, "m": i < k} for i in range(n)]
+        return rows + [{"model": model, "condition": cond, "valid": False, "m": True}] * invalid
+
+    wf = pd.DataFrame(worlds("a", "no-store", 2, 10, invalid=3) + worlds("a", "store", 7, 10)
+                      + worlds("b", "no-store", 0, 5) + worlds("b", "store", 5, 5, invalid=1)
+                      + worlds("c", "store", 1, 4) + worlds("c", "private", 4, 4))
+    d = cell_differences(wf, "m").set_index("model")
+    for model, (kb, nb, ka, na) in {"a": (7, 10, 2, 10), "b": (5, 5, 0, 5)}.items():
+        diff, low, high = newcombe(kb, nb, ka, na)
+        assert d.loc[model, "difference (B−A)"] == pytest.approx(diff)
+        assert (d.loc[model, "low"], d.loc[model, "high"]) == pytest.approx((low, high))
+        assert d.loc[model, "store k/n"] == f"{kb}/{nb}" and d.loc[model, "no-store k/n"] == f"{ka}/{na}"
+    assert d.loc["a", "difference (B−A)"] == pytest.approx(0.5)
+    assert not d.loc["c", "estimable"] and math.isnan(d.loc["c", "difference (B−A)"])
+    other = cell_differences(wf, "m", base_condition="store", other_condition="private").set_index("model")
+    assert other.loc["c", "difference (B−A)"] == pytest.approx(1 - 1 / 4)
+    fig = forest_figure(cell_differences(wf, "m"))
+    assert list(fig.data[0].y) == ["a", "b"] and list(fig.data[0].x) == pytest.approx([0.5, 1.0])
+    assert "not estimable" in fig.layout.title.text and "c" in fig.layout.title.text
+
+
+def test_forest_plot_of_compare_run_sets(frames):
+    wf, _ = frames
+    b = wf.copy()
+    b.loc[b["cell_label"] == "sim private both", "cross_agent_access"] = True
+    comparison = compare_run_sets(wf, b)
+    fig = forest_figure(comparison)
+    (t,) = fig.data
+    est = comparison[comparison["difference (B−A)"].notna()]
+    assert list(t.y) == [esc_plot(x) for x in est["cell_label"]]
+    assert list(t.x) == pytest.approx(est["difference (B−A)"].tolist())
+    i = list(t.y).index("sim private both")
+    assert t.x[i] == pytest.approx(1.0)
+    assert t.x[i] + t.error_x.array[i] == pytest.approx(est["high"].iloc[i])
+    assert t.x[i] - t.error_x.arrayminus[i] == pytest.approx(est["low"].iloc[i])
+
+
+def test_attrition_bars_split_every_cell_s_worlds(run):
+    strict, lenient = world_frame(run, parser_rule="strict"), world_frame(run, parser_rule="lenient")
+    att = attrition_table(strict, lenient)
+    fig = attrition_figure(att)
+    parts = {t.name: list(t.y) for t in fig.data}
+    assert list(parts) == ["valid under both rules", "invalid under strict only", "invalid under both rules",
+                           "failed calls"]
+    totals = [sum(p[i] for p in parts.values()) for i in range(len(att))]
+    assert totals == att["worlds"].tolist()
+    by_cell = {lab: {name: parts[name][i] for name in parts} for i, lab in enumerate(att["cell_label"])}
+    assert by_cell["prose"]["invalid under strict only"] == 3
+    assert by_cell["garbage"]["invalid under both rules"] == 3
+    assert by_cell["fails"]["failed calls"] == 3
+    assert by_cell["sim store both"]["valid under both rules"] == 3

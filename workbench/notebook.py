@@ -1,0 +1,52 @@
+"""What every notebook calls first: plotly set up so that figures survive
+papermill and nbconvert (the default renderer under papermill yields HTML with
+no chart at all), and small display helpers."""
+from __future__ import annotations
+
+import html as _html
+from typing import Any
+
+RENDERERS = "plotly_mimetype+workbench_notebook"  # rich in JupyterLab; inlined plotly.js (once) in HTML
+
+
+def _register_offline_renderer() -> None:
+    """plotly's ``notebook`` renderer inlines plotly.js once but hard-codes a MathJax
+    <script> from a CDN into every figure; this one is the same without it."""
+    import plotly.io as pio
+    from plotly.io._base_renderers import NotebookRenderer
+
+    class OfflineNotebookRenderer(NotebookRenderer):
+        def to_mimebundle(self, fig_dict):  # type: ignore[no-untyped-def]
+            from plotly.io import to_html
+
+            html = to_html(fig_dict, config=self.config, auto_play=self.auto_play, include_plotlyjs=False,
+                           include_mathjax=False, full_html=False, animation_opts=self.animation_opts,
+                           default_width="100%", default_height=525, validate=False)
+            return {"text/html": html}
+
+    if "workbench_notebook" not in pio.renderers:
+        pio.renderers["workbench_notebook"] = OfflineNotebookRenderer()
+
+
+def setup() -> None:
+    import pandas as pd
+    import plotly.io as pio
+
+    _register_offline_renderer()
+    pio.renderers.default = RENDERERS
+    pd.set_option("display.max_columns", 40)
+    pd.set_option("display.width", 200)
+
+
+def banner(text: str) -> Any:
+    """A highlighted notice (e.g. that results come from simulated agents); escaped."""
+    from IPython.display import HTML
+
+    return HTML(f'<div class="wb-banner" style="background:#fff3cd;border:1px solid #e0c36a;padding:6px 10px">'
+                f"{_html.escape(text)}</div>")
+
+
+def heading(text: str, level: int = 2) -> Any:
+    from IPython.display import HTML
+
+    return HTML(f"<h{level}>{_html.escape(text)}</h{level}>")

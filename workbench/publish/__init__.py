@@ -1,0 +1,2 @@
+"""Publishing: the Jupyter kernel, papermill execution of the notebooks, batch
+runs, and self-contained offline HTML reports."""

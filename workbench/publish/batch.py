@@ -1,0 +1,66 @@
+"""`workbench batch PARAMS --out DIR`: one papermill run of study.ipynb per cell,
+cells in parallel up to a limit, each executed notebook kept; then the analysis.
+
+Each cell writes its own run directory under DIR/cells/CELL_ID (so parallel
+cells never share a file); DIR as a whole loads as one run set. A failed cell
+is reported and the others go on; running the same command again resumes
+every cell where it stopped."""
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.params import load_study
+from workbench.publish.notebooks import NotebookError, execute
+from workbench.records import BATCH_CELLS
+
+
+@dataclass
+class BatchResult:
+    out_dir: Path
+    done: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    report: Path | None = None
+    report_error: str | None = None
+
+    def lines(self) -> list[str]:
+        out = [f"batch: {len(self.done)} cells done, {len(self.failed)} failed; records in {self.out_dir}"]
+        out += [f"  FAILED {cid}: {why}" for cid, why in self.failed.items()]
+        if self.report:
+            out.append(f"report: {self.report}")
+        if self.report_error:
+            out.append(f"report not written: {self.report_error}")
+        return out
+
+
+def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, timeout_s: int = 1800,
+              report: bool = True) -> BatchResult:
+    study = load_study(params)  # a bad file fails here, before any kernel starts
+    out = Path(out_dir).resolve()
+    (out / BATCH_CELLS).mkdir(parents=True, exist_ok=True)
+    result = BatchResult(out)
+
+    def one(cell_id: str) -> str:
+        execute("study", out / "notebooks" / f"study-{cell_id}.ipynb", {
+            "params": str(Path(params).resolve()), "out": str(out / BATCH_CELLS / cell_id), "cells": cell_id,
+            "concurrency": 0}, timeout_s=timeout_s)
+        return cell_id
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = {pool.submit(one, c.cell_id): c.cell_id for c in study.cells}
+        for fut in concurrent.futures.as_completed(futures):
+            cid = futures[fut]
+            try:
+                fut.result()
+                result.done.append(cid)
+            except NotebookError as exc:
+                result.failed[cid] = str(exc)
+    if report and result.done:
+        from workbench.publish.report import make_report
+
+        try:
+            result.report = make_report(out)
+        except (NotebookError, RuntimeError, FileNotFoundError) as exc:
+            result.report_error = str(exc)
+    return result

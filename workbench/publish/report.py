@@ -1,0 +1,24 @@
+"""`workbench report DIR`: execute the analysis notebook on a run set and export
+it as one offline HTML file beside the records."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.publish.html import export_html
+from workbench.publish.notebooks import execute
+
+
+def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, output: str | Path | None = None,
+                timeout_s: int = 900, max_timelines: int = 4) -> Path:
+    from workbench.records import load_run
+
+    run_dir = Path(run_dir).resolve()
+    records = load_run(run_dir)  # fails early and clearly on a wrong directory
+    if not records.worlds:
+        raise FileNotFoundError(f"{run_dir} holds no finished world to report on")
+    executed = execute("analysis", run_dir / "analysis.ipynb", {
+        "run_dir": str(run_dir), "compare_dir": str(Path(compare_dir).resolve()) if compare_dir else "",
+        "max_timelines": max_timelines}, timeout_s=timeout_s)
+    study = records.manifest.get("study") or run_dir.name
+    return export_html(executed, Path(output) if output else run_dir / "report.html",
+                       title=f"stigmergy-workbench report: {study}")

@@ -1,0 +1,85 @@
+"""The store as it stood after any step, rebuilt from the step effects and the
+environment's prepopulated entries (never from a live store)."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from workbench.views.escape import esc_plot
+from workbench.views.steps import effect_summary, op_kind, ordered
+
+COLUMNS = ["namespace", "key", "value", "author", "version", "store_seq", "step"]
+HEADERS = ["namespace", "key", "value", "hidden author", "version", "store seq", "written at step"]
+VALUE_CHARS = 120
+
+
+def store_at_step(world: dict[str, Any], steps: list[dict[str, Any]], k: int | None) -> pd.DataFrame:
+    """Current version of every key after step ``seq`` k (k = -1: before any step;
+    None: at the end), one row per (namespace, key) in that order. ``author`` is
+    the hidden author; ``store_seq`` the store's counter when the version was
+    written; ``step`` the step that wrote it (None for the environment)."""
+    current: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in world.get("prepopulated") or []:
+        current[(e["namespace"], e["key"])] = {"namespace": e["namespace"], "key": e["key"], "value": e["value"],
+                                               "author": e["author"], "version": e["version"],
+                                               "store_seq": e["seq"], "step": None}
+    for s in ordered(steps):
+        if k is not None and s["seq"] > k:
+            break
+        if op_kind(s) != "write":
+            continue
+        eff = s["effect"]
+        current[(eff["namespace"], eff["key"])] = {
+            "namespace": eff["namespace"], "key": eff["key"], "value": eff["value"], "author": s["agent"],
+            "version": eff["version"], "store_seq": eff["seq"], "step": s["seq"]}
+    rows = [current[key] for key in sorted(current)]
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    frame["step"] = frame["step"].astype("object")
+    return frame
+
+
+def _cells(frame: pd.DataFrame, changed: tuple[str, str] | None) -> tuple[list[list[str]], list[str]]:
+    cols = [[esc_plot(v, VALUE_CHARS) if c in ("namespace", "key", "value", "author") else
+             ("—" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)) for v in frame[c]]
+            for c in COLUMNS]
+    fill = ["#fff3b0" if changed is not None and (r.namespace, r.key) == changed else "white"
+            for r in frame.itertuples()]
+    return cols, fill
+
+
+def _table(frame: pd.DataFrame, changed: tuple[str, str] | None) -> go.Table:
+    cols, fill = _cells(frame, changed)
+    return go.Table(header={"values": HEADERS, "fill": {"color": "#e8e8e8"}, "align": "left"},
+                    cells={"values": cols, "fill": {"color": [fill] * len(COLUMNS)}, "align": "left"},
+                    columnwidth=[1.2, 1.5, 3, 1.2, 0.8, 0.9, 1.1])
+
+
+def store_slider(world: dict[str, Any], steps: list[dict[str, Any]]) -> go.Figure:
+    """A table of the store with a slider over steps: one frame per step (plus the
+    start), switched by plotly's own animate, so it works in static HTML."""
+    steps = ordered(steps)
+    points: list[tuple[str, int, str, tuple[str, str] | None]] = [
+        ("start", -1, "before any step (environment's entries only)", None)]
+    for s in steps:
+        changed = None
+        if op_kind(s) == "write":
+            changed = (s["effect"]["namespace"], s["effect"]["key"])
+        desc = f"after step {s['seq']}: {s['agent']} · {esc_plot(effect_summary(world, s, 60), newlines=False)}"
+        points.append((str(s["seq"]), s["seq"], desc, changed))
+    frames = []
+    for name, k, desc, changed in points:
+        frames.append(go.Frame(name=name, data=[_table(store_at_step(world, steps, k), changed)],
+                               layout={"title": {"text": f"store of {esc_plot(world.get('world_id'))} · {desc}"}}))
+    last = frames[-1]
+    slider = {
+        "active": len(frames) - 1, "currentvalue": {"prefix": "step: "}, "pad": {"t": 30},
+        "steps": [{"label": f.name, "method": "animate",
+                   "args": [[f.name], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
+                                       "transition": {"duration": 0}}]} for f in frames]}
+    n_rows = max((len(store_at_step(world, steps, None)), len(world.get("prepopulated") or [])))
+    fig = go.Figure(data=list(last.data), frames=frames)
+    fig.update_layout(title=last.layout.title, sliders=[slider], height=260 + 28 * max(n_rows, 3),
+                      margin={"l": 20, "r": 20, "t": 60, "b": 20})
+    return fig
