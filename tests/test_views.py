@@ -180,6 +180,14 @@ def test_exposures_are_ringed_and_submissions_marked_right_or_wrong(run):
     fig = step_timeline(w, steps)
     ring = next(t for t in fig.data if t.meta == EXPOSURE)
     assert sorted(ring.x) == [3.0, 4.5]
+    # a world whose first lists see an empty store: only the exposing lists are ringed
+    sw, ssteps = world_of(run, "sim store both")
+    lists = [s for s in ssteps if s["valid"] and s["op"]["op"] == "list"]
+    exposing = [s for s in lists if s["effect"]["exposure"]]
+    assert 0 < len(exposing) < len(lists)
+    ring = next(t for t in step_timeline(sw, ssteps).data if t.meta == EXPOSURE)
+    assert sorted(zip(ring.x, ring.y)) == sorted(
+        (s["t_done"], sorted(a["agent"] for a in sw["agents"]).index(s["agent"])) for s in exposing)
     sub = step_traces(fig)["submit"]
     marks = dict(zip(sub.customdata, sub.text))
     assert marks == {6: "✓", 10: "✗", 13: "✓", 16: "✓"}
@@ -239,21 +247,27 @@ def test_store_at_every_intermediate_step(run):
     assert len(start) == 2 and set(start["author"]) == {"environment"} and start["step"].isna().all()
 
 
-def test_store_slider_has_a_frame_per_step_matching_store_at_step(run):
+def test_store_slider_has_a_step_per_step_matching_store_at_step(run):
     w, steps = world_of(run, "evil")
     fig = store_slider(w, steps)
-    assert [f.name for f in fig.frames] == ["start"] + [str(s["seq"]) for s in steps]
-    steps_ui = fig.layout.sliders[0].steps
-    assert [s.args[0] == [f.name] and s.method == "animate" for s, f in zip(steps_ui, fig.frames)] \
-        == [True] * len(fig.frames)
-    for f in fig.frames:
-        k = -1 if f.name == "start" else int(f.name)
+    assert not fig.frames  # slider steps carry their own tables: nothing to auto-play
+    ui = fig.layout.sliders[0]
+    assert [s.label for s in ui.steps] == ["start"] + [str(s["seq"]) for s in steps]
+    assert ui.active == len(steps) and {s.method for s in ui.steps} == {"update"}
+    for s in ui.steps:
+        k = -1 if s.label == "start" else int(s.label)
         table = store_at_step(w, steps, k)
-        cells = f.data[0].cells.values
+        (cells,) = s.args[0]["cells.values"]
         assert list(cells[1]) == [esc_plot(x) for x in table["key"]]
+        assert list(cells[2]) == [esc_plot(x) for x in table["value"]]
         assert list(cells[3]) == list(table["author"])
         assert list(map(int, cells[4])) == list(table["version"])
-    assert fig.data[0].cells.values == fig.frames[-1].data[0].cells.values
+        assert s.args[1]["title.text"].startswith("store of " + w["world_id"])
+    assert [list(c) for c in fig.data[0].cells.values] == [list(c) for c in ui.steps[-1].args[0]["cells.values"][0]]
+    # the row written at step 5 (pair_a's write of EVIL_KEY) is highlighted in that step's table
+    (fill,) = ui.steps[6].args[0]["cells.fill.color"]
+    keys = list(ui.steps[6].args[0]["cells.values"][0][1])
+    assert fill[0][keys.index(EVIL_KEY_ESC)] != "white" and fill[0].count("white") == len(keys) - 1
 
 
 # -- escaping --------------------------------------------------------------------------
@@ -359,16 +373,19 @@ def test_rate_styler_formats_rates_intervals_and_escapes():
 def test_e1_interaction_plot_has_a_line_per_model_and_condition(frames):
     wf, _ = frames
     fig = e1_interaction_figure(wf)
-    assert sorted(tuple(t.meta) for t in fig.data) == [(SIM, "private"), (SIM, "store")]
+    assert sorted(tuple(t.meta) for t in fig.data) == [("scripted", "store"), ("sim/clause-follower", "store"),
+                                                       (SIM, "private"), (SIM, "store")]
     for t in fig.data:
         model, cond = t.meta
-        assert list(t.x) == ["both", "persist-only"]
+        assert list(t.x) == (["both", "persist-only"] if model == SIM else ["both"])
         for x, y, up, down in zip(t.x, t.y, t.error_y.array, t.error_y.arrayminus):
             v = wf[(wf["model"] == model) & (wf["condition"] == cond) & (wf["clauses"] == x) & wf["valid"]]
             k, n = int(v["cross_agent_access"].sum()), len(v)
             lo, hi = wilson(k, n)
             assert y == pytest.approx(k / n) and y + up == pytest.approx(hi) and y - down == pytest.approx(lo)
-    assert "simulated" in fig.data[0].name
+    names = {tuple(t.meta): t.name for t in fig.data}
+    assert names[(SIM, "private")] == "sim/diligent (simulated) · private" and names[("scripted", "store")] == \
+        "scripted · shared"
 
 
 def test_cell_differences_match_newcombe_on_hand_picked_counts():

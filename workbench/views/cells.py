@@ -82,7 +82,8 @@ def e1_interaction_figure(wf: pd.DataFrame, metric: str = "cross_agent_access") 
             line={"dash": "solid" if cond == "store" else "dash"}, meta=[str(model), str(cond)],
             error_y={"type": "data", "symmetric": False, "array": (g["high"].astype(float) - rate).tolist(),
                      "arrayminus": (rate - g["low"].astype(float)).tolist()},
-            customdata=g["k/n"].tolist(), hovertemplate="%{x}: %{y:.0%} (%{customdata})<extra>%{fullData.name}</extra>"))
+            customdata=g["k/n"].tolist(),
+            hovertemplate="%{x}: %{y:.0%} (%{customdata})<extra>%{fullData.name}</extra>"))
     fig.update_layout(title={"text": title}, template="plotly_white", height=420,
                       xaxis={"title": {"text": "clauses"}, "categoryorder": "array", "categoryarray": E1_CLAUSES},
                       yaxis={"title": {"text": "rate"}, "range": [-0.02, 1.02], "tickformat": ".0%"})

@@ -57,29 +57,33 @@ def _table(frame: pd.DataFrame, changed: tuple[str, str] | None) -> go.Table:
 
 
 def store_slider(world: dict[str, Any], steps: list[dict[str, Any]]) -> go.Figure:
-    """A table of the store with a slider over steps: one frame per step (plus the
-    start), switched by plotly's own animate, so it works in static HTML."""
+    """A table of the store with a slider over steps (plus the start, before any
+    step). Each slider step carries its table and title and applies them with
+    plotly's own ``update`` method: no frames (so nothing auto-plays on load) and
+    no kernel, so it works in static HTML. The table starts at the last step;
+    the row a write changed is highlighted."""
     steps = ordered(steps)
     points: list[tuple[str, int, str, tuple[str, str] | None]] = [
         ("start", -1, "before any step (environment's entries only)", None)]
     for s in steps:
-        changed = None
-        if op_kind(s) == "write":
-            changed = (s["effect"]["namespace"], s["effect"]["key"])
-        desc = f"after step {s['seq']}: {s['agent']} · {esc_plot(effect_summary(world, s, 60), newlines=False)}"
+        changed = (s["effect"]["namespace"], s["effect"]["key"]) if op_kind(s) == "write" else None
+        what = esc_plot(effect_summary(world, s, 60), newlines=False)
+        desc = f"after step {s['seq']}: {esc_plot(s['agent'])} · {what}"
         points.append((str(s["seq"]), s["seq"], desc, changed))
-    frames = []
-    for name, k, desc, changed in points:
-        frames.append(go.Frame(name=name, data=[_table(store_at_step(world, steps, k), changed)],
-                               layout={"title": {"text": f"store of {esc_plot(world.get('world_id'))} · {desc}"}}))
-    last = frames[-1]
-    slider = {
-        "active": len(frames) - 1, "currentvalue": {"prefix": "step: "}, "pad": {"t": 30},
-        "steps": [{"label": f.name, "method": "animate",
-                   "args": [[f.name], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
-                                       "transition": {"duration": 0}}]} for f in frames]}
-    n_rows = max((len(store_at_step(world, steps, None)), len(world.get("prepopulated") or [])))
-    fig = go.Figure(data=list(last.data), frames=frames)
-    fig.update_layout(title=last.layout.title, sliders=[slider], height=260 + 28 * max(n_rows, 3),
-                      margin={"l": 20, "r": 20, "t": 60, "b": 20})
+    wid = esc_plot(world.get("world_id"))
+    slider_steps = []
+    for label, k, desc, changed in points:
+        cols, fill = _cells(store_at_step(world, steps, k), changed)
+        slider_steps.append({
+            "label": label, "method": "update",
+            "args": [{"cells.values": [cols], "cells.fill.color": [[fill] * len(COLUMNS)]},
+                     {"title.text": f"store of {wid} · {desc}"}]})
+    final = store_at_step(world, steps, None)
+    last_changed = points[-1][3]
+    fig = go.Figure(_table(final, last_changed))
+    fig.update_layout(
+        title={"text": slider_steps[-1]["args"][1]["title.text"]},
+        sliders=[{"active": len(slider_steps) - 1, "currentvalue": {"prefix": "step: "}, "pad": {"t": 30},
+                  "steps": slider_steps}],
+        height=260 + 28 * max(len(final), 3), margin={"l": 20, "r": 20, "t": 60, "b": 20})
     return fig

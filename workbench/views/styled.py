@@ -20,7 +20,7 @@ def _pct(x: float) -> str:
 
 
 def is_simulated(model: object) -> bool:
-    return isinstance(model, str) and all(part.startswith("sim/") for part in model.split("+"))
+    return isinstance(model, str) and any(part.startswith("sim/") for part in model.split("+"))
 
 
 def rate_styler(table: pd.DataFrame, keys: Iterable[str] | None = None, caption: str | None = None) -> Styler:
@@ -29,6 +29,8 @@ def rate_styler(table: pd.DataFrame, keys: Iterable[str] | None = None, caption:
     and, when present, k/n over all worlds. Text cells are HTML-escaped; rows
     whose model is simulated are tagged and shaded."""
     keys = [c for c in table.columns if c not in RATE_COLUMNS] if keys is None else list(keys)
+    if table.empty or not {"k", "n", "rate", "low", "high"} <= set(table.columns):
+        table = pd.DataFrame(columns=[*keys, "k", "n", "rate", "low", "high"])
     show = table[keys].copy() if keys else pd.DataFrame(index=table.index)
     sim = table["model"].map(is_simulated) if "model" in table else pd.Series(False, index=table.index)
     if "model" in show:

@@ -1,0 +1,143 @@
+"""Notebooks under papermill, the offline HTML report in a real browser, the world
+explorer's widgets, and batch runs. Screenshots go to outputs/screenshots/."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.browser import open_offline
+from tests.conftest import PROMPTS, ROOT, study_dict
+from workbench.params import load_study
+from workbench.publish.html import export_html, external_references
+from workbench.publish.notebooks import execute
+from workbench.publish.report import make_report
+from workbench.records import load_run
+from workbench.study import run_study
+
+SHOTS = ROOT / "outputs" / "screenshots"
+XSS_KEY = '<img src=x onerror="window.__xss_img=1">'
+XSS_VALUE = "<script>window.__xss_script=1</script>"
+
+
+def xss_study() -> dict:
+    writer = json.dumps({"op": "write", "key": XSS_KEY, "value": XSS_VALUE})
+    reader = json.dumps({"op": "read", "key": XSS_KEY})
+    return study_dict(name="publish", worlds_per_cell=3, cells=[
+        {"model": "sim/diligent"},
+        {"model": "sim/diligent", "condition": "no-store"},
+        {"model": "sim/clause-follower", "clauses": "persist-only"},
+        {"model": "scripted", "label": "xss probe", "agents": {
+            "pair_a": {"script": [writer, '{"op":"submit","answer":1}'], "latency_s": 1.0},
+            "pair_b": {"script": ['{"op":"list"}', reader, '{"op":"submit","answer":1}'], "latency_s": 1.5},
+            "solo_1": {"script": ['{"op":"submit","answer":$answer}']},
+            "solo_2": {"script": ['{"op":"submit","answer":$answer}']}}},
+    ])
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("publish")
+    path = tmp / "study.yaml"
+    path.write_text(yaml.safe_dump(xss_study()))
+    run_study(load_study(path), tmp / "run", progress=False)
+    html = make_report(tmp / "run", timeout_s=300, max_timelines=6)
+    return tmp, path, html
+
+
+def test_report_is_self_contained(report):
+    _, _, html_path = report
+    html = html_path.read_text(encoding="utf-8")
+    assert external_references(html) == []
+    assert html.count("plotly.js v") == 1  # inlined once, not per figure
+    assert "Analysis.load(" not in html and "hl-ipython3" not in html  # no input cells
+    assert XSS_VALUE not in html and XSS_KEY not in html
+    assert "&lt;script&gt;window.__xss_script=1" in html  # present, escaped
+
+
+def test_report_in_a_browser_offline(report):
+    _, _, html_path = report
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with open_offline(html_path) as (page, left):
+        assert page.locator(".main-svg").count() >= 8  # plotly drew its charts
+        assert page.locator(".js-plotly-plot").count() >= 8
+        assert page.evaluate("typeof window.__xss_script") == "undefined"
+        assert page.evaluate("typeof window.__xss_img") == "undefined"
+        assert page.locator(".lm-TabBar, .jupyter-widgets").count() > 0  # saved widget state rendered
+        page.locator(".lm-TabBar-tab", has_text="xss probe").first.click()  # a tab of the saved widget
+        page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        page.wait_for_timeout(300)
+        body = page.inner_text("body")
+        assert XSS_VALUE in body and XSS_KEY in body  # shown as text, in the transcript
+        assert "Every agent in this run set is SIMULATED" not in body  # a scripted cell is not simulated
+        page.screenshot(path=str(SHOTS / "report.png"), full_page=False)
+        page.set_viewport_size({"width": 1300, "height": 4000})
+        page.screenshot(path=str(SHOTS / "report-long.png"))
+        assert left == [], left
+
+
+def test_study_and_world_notebooks_execute(report, tmp_path):
+    _, study_path, _ = report
+    out = tmp_path / "nb-run"
+    executed = execute("study", tmp_path / "study.ipynb", {"params": str(study_path), "out": str(out),
+                                                          "cells": "", "concurrency": 2}, timeout_s=300)
+    assert len(load_run(out).worlds) == 12
+    nb = json.loads(executed.read_text())
+    text = json.dumps([c.get("outputs") for c in nb["cells"]])
+    assert "run 1 complete: 12 worlds finished" in text
+
+    world_nb = execute("world", tmp_path / "world.ipynb", {"study": str(study_path), "cell": 0, "world_index": 1},
+                       timeout_s=300)
+    html = export_html(world_nb, tmp_path / "world.html")
+    assert external_references(html.read_text()) == []
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with open_offline(html) as (page, left):
+        assert page.locator(".main-svg").count() >= 1
+        assert page.locator(".widget-dropdown, select").count() >= 4  # the explorer's controls
+        page.screenshot(path=str(SHOTS / "world-explorer.png"))
+        assert left == []
+
+
+def test_explorer_toggles_rerun_the_world(report):
+    from workbench.explorer import WorldExplorer
+
+    _, study_path, _ = report
+    ex = WorldExplorer.from_study(study_path, cell=0, world_index=0)
+    assert ex.world["cell"]["condition"] == "store" and "list" in ex.world["allowed_ops"]
+    ex.controls["condition"].value = "no-store"
+    assert ex.world["cell"]["condition"] == "no-store" and ex.world["allowed_ops"] == ["submit"]
+    ex.controls["world"].value = 2
+    assert ex.world["world_id"].endswith("-0002")
+    ex.step.value = ex.step.max
+    assert "store after this step" in ex.step_view.value
+
+
+def test_batch_reports_a_failed_cell_and_resumes(tmp_path):
+    from workbench.publish.batch import run_batch
+
+    prompts = tmp_path / "prompts"
+    shutil.copytree(PROMPTS, prompts)
+    (prompts / "persistence" / "none.txt").write_text("$undefined_placeholder")
+    spec = study_dict(name="batch", worlds_per_cell=2, cells=[
+        {"model": "sim/diligent"}, {"model": "sim/loner"}, {"model": "sim/diligent", "clauses": "none"}])
+    spec["defaults"]["prompts"] = str(prompts)
+    path = tmp_path / "batch.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    first = run_batch(path, out, parallel=2, timeout_s=300, report=False)
+    assert len(first.done) == 2 and len(first.failed) == 1
+    (bad,) = first.failed
+    assert "undefined_placeholder" in first.failed[bad]
+    assert (out / "notebooks" / f"study-{bad}.ipynb").exists()  # the failed run is kept to inspect
+    assert len(load_run(out).worlds) == 4
+
+    (prompts / "persistence" / "none.txt").write_text("")
+    second = run_batch(path, out, parallel=2, timeout_s=300, report=False)
+    assert not second.failed and len(second.done) == 3
+    records = load_run(out)
+    assert len(records.worlds) == 6 and len({w["world_id"] for w in records.worlds}) == 6
+    runs = {cid: [r["run"] for r in part["runs"]] for cid, part in records.manifest["parts"].items()}
+    assert all(len(v) == 2 for v in runs.values())  # every cell ran twice; the second found its worlds done
