@@ -66,7 +66,15 @@ def client(server: FakeOpenAI, seed: int = 1, **kw):
 
 
 def call(c, params: dict | None = None, messages=None):
-    return asyncio.run(c.complete(ModelRequest(messages=messages or MSGS, params=params or {})))
+    from workbench.models.litellm_client import aclose_clients
+
+    async def go():
+        try:
+            return await c.complete(ModelRequest(messages=messages or MSGS, params=params or {}))
+        finally:
+            await aclose_clients()
+
+    return asyncio.run(go())
 
 
 # -- attempts, retries, faults ---------------------------------------------------------------------
@@ -200,6 +208,16 @@ def test_a_parameter_the_provider_rejects_is_dropped_recorded_and_retried(fake):
     assert "temperature" in fake.requests[0]["body"] and "temperature" not in fake.requests[1]["body"]
 
 
+def test_litellm_rejecting_temperature_for_a_reasoning_model_is_recorded_as_a_local_attempt(fake):
+    # litellm itself refuses temperature != 1 for gpt-5 models while reasoning is on (no request goes out)
+    r = call(client(fake, route="openai/gpt-5-mini"), {"temperature": 0.5, "reasoning_effort": "low"})
+    assert r.error is None and fake.count == 1
+    assert [a.get("local", False) for a in r.attempts] == [True, False]
+    assert r.attempts[0]["error"] == "UnsupportedParamsError" and r.attempts[0]["adapted"]["param"] == "temperature"
+    assert r.params_sent == {"reasoning_effort": "low"} and r.params_dropped == ["temperature"]
+    assert fake.requests[0]["body"]["reasoning_effort"] == "low" and "temperature" not in fake.requests[0]["body"]
+
+
 # -- limits ----------------------------------------------------------------------------------------
 
 def test_connection_limit_is_shared_by_all_clients_of_a_model(fake):
@@ -288,6 +306,24 @@ def test_cache_marks_hits_avoids_server_calls_and_charges_nothing(fake, tmp_path
     assert fake.count == 2
     files = list((tmp_path / "cache").rglob("*.json"))
     assert len(files) == 2 and json.loads(files[0].read_text())["key"] == files[0].stem
+
+
+def test_a_key_from_dotenv_is_used_and_never_recorded_or_logged(fake, tmp_path, monkeypatch, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)  # litellm's own debug lines included
+    secret = "sk-dotenv-FAKE-0123456789abcdefghij"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"# keys\nexport OPENAI_API_KEY='{secret}'\n")
+    fake.push(ok("hi"), Action(401, error_message="denied.", echo_auth=True))
+    c = client(fake, max_attempts=1)
+    good, bad = call(c), call(c)
+    assert good.text == "hi" and good.extra["key_source"] == ".env:OPENAI_API_KEY" and fake.auth_seen == 2
+    assert bad.error.startswith("AuthenticationError") and "[REDACTED]" in bad.error
+    assert secret not in json.dumps([good.to_record(), bad.to_record()])
+    assert "OPENAI_API_KEY" not in os.environ  # .env is read, never put into the environment
+    assert any("LiteLLM" in r.name for r in caplog.records) and secret not in caplog.text
 
 
 def test_failed_calls_are_not_cached(fake, tmp_path):
@@ -464,6 +500,8 @@ def test_the_same_world_through_the_fake_server_and_scripted_replies_gives_the_s
     assert real.world["agents"][0]["model_returned"] == ["fake-model"]
 
 
+# the world cancels its other agents' calls when one fails; litellm then drops an inner coroutine unawaited
+@pytest.mark.filterwarnings("ignore:coroutine 'OpenAIChatCompletion.acompletion' was never awaited")
 def test_a_world_whose_call_keeps_failing_is_recorded_failed_with_the_cause(fake, write_study):
     fake.responder = lambda body: status(503, message="overloaded")
     out = run_world(write_study(study_dict(cells=[{"model": "local-fake"}], worlds_per_cell=1)))

@@ -33,7 +33,11 @@ def setup() -> None:
     import plotly.io as pio
 
     _register_offline_renderer()
-    pio.renderers.default = RENDERERS
+    if pio.renderers.default != RENDERERS:
+        pio.renderers.default = RENDERERS
+        # Emit plotly.js now, in this cell's output: left to the first figure, it would
+        # land inside whatever widget shows that figure (4.8 MB of widget state).
+        pio.renderers._activate_pending_renderers()
     pd.set_option("display.max_columns", 40)
     pd.set_option("display.width", 200)
 

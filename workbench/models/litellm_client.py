@@ -264,9 +264,14 @@ def reset_limits() -> None:
 # errors: what to retry, Retry-After
 
 
+class MalformedResponse(Exception):
+    """A 200 whose body has no usable message (retried like a malformed body)."""
+
+
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 _RETRY_CLASSES = {"Timeout", "APITimeoutError", "TimeoutError", "APIConnectionError", "ServiceUnavailableError",
-                  "InternalServerError", "RateLimitError", "JSONDecodeError", "APIResponseValidationError"}
+                  "InternalServerError", "RateLimitError", "JSONDecodeError", "APIResponseValidationError",
+                  "MalformedResponse"}
 _NO_RETRY_CLASSES = {"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
                      "ContextWindowExceededError", "ContentPolicyViolationError", "UnsupportedParamsError",
                      "UnprocessableEntityError", "BudgetExceededError"}
@@ -380,18 +385,21 @@ def prepare_params(entry: ModelEntry, requested: dict[str, Any],
 def _rejected_param(message: str, sent: dict[str, Any]) -> str | None:
     """The parameter a 400 complains about, if it names one we sent."""
     low = message.lower()
-    if not any(w in low for w in ("unsupported", "not supported", "does not support", "invalid", "not allowed",
-                                  "unrecognized", "unknown", "only the default", "not available")):
+    if not any(w in low for w in ("unsupported", "not supported", "does not support", "doesn't support",
+                                  "invalid", "not allowed", "unrecognized", "unknown", "only the default",
+                                  "not available")):
         return None
-    for name in sorted(sent, key=len, reverse=True):
+    first: list[tuple[int, str]] = []  # the parameter named first is the one complained about
+    for name in sent:
         variants = {name, name.replace("_", " "), name.replace("_", ".")}
         if name == "reasoning_effort":
             variants |= {"reasoning.effort", "effort", "thinking"}
         if name == "max_tokens":
             variants |= {"max_completion_tokens"}
-        if any(re.search(rf"(?<![a-z_]){re.escape(v)}(?![a-z_])", low) for v in variants):
-            return name
-    return None
+        hits = [m.start() for v in variants for m in [re.search(rf"(?<![a-z_]){re.escape(v)}(?![a-z_])", low)] if m]
+        if hits:
+            first.append((min(hits), name))
+    return min(first)[1] if first else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -620,19 +628,20 @@ class LiteLLMClient:
                     att["duration_s"] = round(time.monotonic() - a0, 6)
                 if exc is None:
                     try:
-                        choice = resp.choices[0]
-                        _ = choice.message
+                        _ = resp.choices[0].message
                     except Exception as e:  # noqa: BLE001 - a body without a message: a malformed reply
-                        exc, resp = e, None
+                        exc, resp = MalformedResponse(f"reply without choices[0].message ({type(e).__name__})"), None
                 if exc is None:
                     att["status"] = 200
                     attempts.append(att)
                     break
                 cls, status, retryable = classify(exc)
-                message = redact(str(exc), secrets)[:500]
-                att.update(status=status, error=cls, message=message)
+                err_text = redact(str(exc), secrets)[:500]
+                att.update(status=status, error=cls, message=err_text)
+                if cls == "UnsupportedParamsError":
+                    att["local"] = True  # raised by litellm before any request went out
                 attempts.append(att)
-                error = f"{cls}: {message}"
+                error = f"{cls}: {err_text}"
                 # a provider that rejects a parameter we sent: adapt explicitly, record, try again
                 if status == 400 and self.entry.adapt_on_reject:
                     bad = _rejected_param(str(exc), sent)
@@ -690,6 +699,20 @@ class LiteLLMClient:
             extra["cache_key"] = ckey
             self._cache_put(ckey, out)
         return out
+
+
+async def aclose_clients() -> None:
+    """Close litellm's cached HTTP sessions of the running event loop and forget them.
+
+    Call it at the end of a run (inside the loop, e.g. in ``run_study_async``'s finally) when
+    the process goes on to make another loop: otherwise each ``asyncio.run`` leaves its sessions'
+    sockets open until exit (ResourceWarning: unclosed transport). A no-op if litellm was never used."""
+    if _LITELLM is None:
+        return
+    try:
+        await _LITELLM.close_litellm_async_clients()
+    finally:
+        _LITELLM.in_memory_llm_clients_cache.flush_cache()
 
 
 # --------------------------------------------------------------------------------------------
