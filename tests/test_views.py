@@ -347,12 +347,17 @@ def test_exposure_figure_counts_equal_the_table(frames):
 def test_per_model_table_renders_k_over_n_and_tags_simulated_rows(frames):
     wf, _ = frames
     html = per_model_table(wf).to_html()
-    for (model, cond), g in wf.groupby(["model", "condition"]):
+    # rows are model × condition plus every factor that varies in the run set: never pooled
+    extra = [k for k in ("clauses", "scheduler", "parser", "answer_rule") if wf[k].nunique() > 1]
+    assert extra, "the fixture should vary at least one other factor"
+    for key, g in wf.groupby(["model", "condition", *extra]):
+        model, cond, *rest = key
         v = g[g["valid"]]
         k, n = int(v["cross_agent_access"].sum()), len(v)
-        row = re.search(re.escape(esc_html(model)) + r"(?: \[simulated\])?</td>\s*<td[^>]*>" + re.escape(cond)
+        cells = r"</td>\s*<td[^>]*>".join([re.escape(cond), *(re.escape(str(x)) for x in rest)])
+        row = re.search(re.escape(esc_html(model)) + r"(?: \[simulated\])?</td>\s*<td[^>]*>" + cells
                         + r"</td>\s*<td[^>]*>(\d+/\d+)</td>", html)
-        assert row and row.group(1) == f"{k}/{n}", (model, cond)
+        assert row and row.group(1) == f"{k}/{n}", key
     assert "sim/diligent [simulated]" in html and "scripted [simulated]" not in html
     assert "100.0%" in html and "simulated behaviour, not real models" in html
 

@@ -63,7 +63,11 @@ def rate_styler(table: pd.DataFrame, keys: Iterable[str] | None = None, caption:
 def per_model_table(wf: pd.DataFrame, metric: str = "cross_agent_access") -> Styler:
     """Model × condition over valid worlds, with Wilson intervals and the same
     count over all worlds beside it."""
-    table = rate_table(wf, metric, by=["model", "condition"])
-    return rate_styler(table, keys=["model", "condition"],
+    # model × condition, plus any other factor that varies in this run set (clauses,
+    # parser ...), so that two different cells are never pooled into one row
+    keys = ["model", "condition"] + [k for k in ("clauses", "scheduler", "parser", "answer_rule")
+                                     if k in wf and wf[k].nunique() > 1]
+    table = rate_table(wf, metric, by=keys)
+    return rate_styler(table, keys=keys,
                        caption=f"{html.escape(metric)}: k/n over valid worlds, 95% Wilson intervals; "
                                "'all worlds' counts invalid worlds too")
