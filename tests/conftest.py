@@ -30,6 +30,23 @@ def write_study(tmp_path: Path):
     return _write
 
 
+def scripted(agents: dict[str, Any], **cell: Any) -> dict[str, Any]:
+    """A one-world study whose single cell is scripted per role."""
+    return study_dict(cells=[{"model": "scripted", "agents": agents, **cell}], worlds_per_cell=1)
+
+
+def make_study(tmp_path: Path, cells: list[dict[str, Any]], *, defaults: dict[str, Any] | None = None,
+               worlds: int = 1, seed: int = 7, name: str = "study"):
+    """Write a study with the shipped templates into tmp_path and load it."""
+    from workbench.params import load_study
+
+    doc = {"world": "stigmergy", "name": name, "seed": seed, "worlds_per_cell": worlds,
+           "defaults": {"prompts": str(PROMPTS), **(defaults or {})}, "cells": cells}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return load_study(path)
+
+
 def run_world(study_path: Path, cell_index: int = 0, world_index: int = 0):
     from workbench.params import load_study
     from workbench.study import run_one_world

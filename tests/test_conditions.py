@@ -14,20 +14,18 @@ import yaml
 from workbench.params import Study, load_study
 from workbench.study import run_one_world
 
-PROMPTS = Path(__file__).resolve().parents[1] / "params" / "prompts" / "stigmergy"
+from tests.conftest import PROMPTS
+from tests.conftest import make_study as _make_study
 ROLES = ("pair_a", "pair_b", "solo_1", "solo_2")
 PAIR = ("pair_a", "pair_b")
 
 SOLO_SCRIPT = ['{"op": "submit", "answer": $answer}']
 
 
-def make_study(tmp_path: Path, cells: list[dict[str, Any]], *, defaults: dict[str, Any] | None = None,
-               worlds: int = 1, seed: int = 7, name: str = "cond") -> Study:
-    doc = {"world": "stigmergy", "name": name, "seed": seed, "worlds_per_cell": worlds,
-           "defaults": {"prompts": str(PROMPTS), **(defaults or {})}, "cells": cells}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    return load_study(path)
+def make_study(tmp_path: Path, cells: list[dict[str, Any]], **kw: Any) -> Study:
+    kw.setdefault("seed", 7)
+    kw.setdefault("name", "cond")
+    return _make_study(tmp_path, cells, **kw)
 
 
 def run(study: Study, cell: int = 0, world: int = 0):  # noqa: ANN201

@@ -15,7 +15,6 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from email.utils import formatdate  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
@@ -65,16 +64,21 @@ def client(server: FakeOpenAI, seed: int = 1, **kw):
     return LiteLLMClient(entry(server, **kw), seed=seed, **opts)
 
 
-def call(c, params: dict | None = None, messages=None):
+def run(coro):
+    """asyncio.run, closing litellm's sessions of that loop before it ends."""
     from workbench.models.litellm_client import aclose_clients
 
     async def go():
         try:
-            return await c.complete(ModelRequest(messages=messages or MSGS, params=params or {}))
+            return await coro
         finally:
             await aclose_clients()
 
     return asyncio.run(go())
+
+
+def call(c, params: dict | None = None, messages=None):
+    return run(c.complete(ModelRequest(messages=messages or MSGS, params=params or {})))
 
 
 # -- attempts, retries, faults ---------------------------------------------------------------------
@@ -229,7 +233,7 @@ def test_connection_limit_is_shared_by_all_clients_of_a_model(fake):
         return await asyncio.gather(*(c.complete(ModelRequest(MSGS)) for c in clients))
 
     t0 = time.monotonic()
-    replies = asyncio.run(go())
+    replies = run(go())
     assert all(r.error is None for r in replies)
     assert clients[0].limits.peak_in_flight == 2
     assert time.monotonic() - t0 >= 0.6 - 0.05  # 6 calls, 2 at a time, 0.2 s each
@@ -262,7 +266,7 @@ def test_budget_is_never_exceeded_by_concurrent_calls(fake):
     async def go():
         return await asyncio.gather(*(c.complete(ModelRequest(MSGS)) for c in clients))
 
-    replies = asyncio.run(go())
+    replies = run(go())
     done = [r for r in replies if not r.failed]
     cut = [r for r in replies if r.failed]
     assert 3 <= len(done) and len(done) + len(cut) == 12 and cut
@@ -339,12 +343,12 @@ def test_monitor_labels_a_step(fake):
 
     mon = Monitor(client(fake, temperature=0.0), labels=["mentions_other", "none"], params={"temperature": 0.0})
     fake.push(ok('{"label": "mentions_other"}'), ok("Label: none."), status(401))
-    a = asyncio.run(mon.label("Maybe my partner wrote it."))
+    a = run(mon.label("Maybe my partner wrote it."))
     assert a["label"] == "mentions_other" and a["error"] is None and a["route"] == "openai/fake-model"
     assert a["usage"]["completion_tokens"] > 0 and set(a) >= {"label", "raw", "route", "usage", "cost", "error"}
     assert "Maybe my partner wrote it." in fake.requests[0]["body"]["messages"][-1]["content"]
-    assert asyncio.run(mon.label("x"))["label"] == "none"
-    bad = asyncio.run(mon.label("x"))
+    assert run(mon.label("x"))["label"] == "none"
+    bad = run(mon.label("x"))
     assert bad["label"] is None and bad["error"].startswith("AuthenticationError")
 
 

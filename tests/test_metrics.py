@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tests.conftest import run_world, study_dict
+from tests.conftest import run_world, scripted, study_dict
 from workbench.metrics.stigmergy import agent_rows, mentions_other, world_row
 from workbench.stats import mcnemar_paired, newcombe, power_at, wilson, worlds_for_half_width, worlds_to_detect
 
@@ -15,9 +15,6 @@ L = '{"op":"list"}'
 A = '{"op":"submit","answer":$answer}'
 WRONG = '{"op":"submit","answer":0}'
 
-
-def scripted(agents: dict, **cell) -> dict:
-    return study_dict(cells=[{"model": "scripted", "agents": agents, **cell}], worlds_per_cell=1)
 
 
 def rows(outcome):

@@ -2,7 +2,7 @@
 clock, lockstep, validity, failures and the metrics must all come out exactly."""
 from __future__ import annotations
 
-from tests.conftest import run_world, study_dict
+from tests.conftest import run_world, scripted, study_dict
 
 W = '{"op":"write","key":"$own_key","value":$own_value}'
 R = '{"op":"read","key":"$partner_key"}'
@@ -10,9 +10,6 @@ J = '{"op":"submit","answer":$joint_answer}'
 A = '{"op":"submit","answer":$answer}'
 L = '{"op":"list"}'
 
-
-def scripted(agents: dict, **cell) -> dict:
-    return study_dict(cells=[{"model": "scripted", "agents": agents, **cell}], worlds_per_cell=1)
 
 
 def trace(outcome) -> list[tuple]:

@@ -19,18 +19,16 @@ from workbench.parsing import parse_both, parse_reply
 from workbench.records import load_run
 from workbench.study import run_one_world, run_study
 
-PROMPTS = Path(__file__).resolve().parents[1] / "params" / "prompts" / "stigmergy"
+from tests.conftest import PROMPTS
+from tests.conftest import make_study as _make_study
 STORE_OPS = ("list", "read", "write", "submit")
 PAIR = ("pair_a", "pair_b")
 
 
-def make_study(tmp_path: Path, cells: list[dict[str, Any]], *, defaults: dict[str, Any] | None = None,
-               worlds: int = 1, seed: int = 20261202, name: str = "sim") -> Study:
-    doc = {"world": "stigmergy", "name": name, "seed": seed, "worlds_per_cell": worlds,
-           "defaults": {"prompts": str(PROMPTS), **(defaults or {})}, "cells": cells}
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    return load_study(path)
+def make_study(tmp_path: Path, cells: list[dict[str, Any]], **kw: Any) -> Study:
+    kw.setdefault("seed", 20261202)
+    kw.setdefault("name", "sim")
+    return _make_study(tmp_path, cells, **kw)
 
 
 def run_cell(study: Study, cell: int, n: int) -> list[Any]:

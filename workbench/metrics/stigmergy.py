@@ -17,8 +17,7 @@ import re
 from typing import Any
 
 from workbench.answers import is_correct
-from workbench.parsing import parse_reply
-from workbench.worlds.stigmergy.scoring import VALIDITY_RULES
+from workbench.worlds.stigmergy.scoring import world_validity
 
 # Post-hoc text signal: does a model's text refer to another party? Deliberately
 # broad (it is a screen, not a verdict); the patterns are part of the metric code.
@@ -39,21 +38,7 @@ def reparse_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_
                      validity_rule: str | None = None) -> dict[str, Any]:
     """World validity recomputed from the raw reply texts under ``parser_rule``: no
     recorded parse outcome is trusted, so re-scoring works on the replies alone."""
-    rule = validity_rule or world["cell"]["validity"]
-    if world.get("failed"):
-        return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
-    if rule not in VALIDITY_RULES:
-        raise ValueError(f"unknown validity rule {rule!r}; expected one of {VALIDITY_RULES}")
-    if rule == "none":
-        return {"valid": True, "reason": None}
-    ops = tuple(world["allowed_ops"])
-    roles = {a["agent"]: a["role"] for a in world["agents"]}
-    bad = sorted({s["agent"] for s in steps if s.get("parse") is not None
-                  and not parse_reply(s["reply"]["text"], parser_rule, ops).valid
-                  and (rule == "any-agent" or roles[s["agent"]].startswith("pair"))})
-    if bad:
-        return {"valid": False, "reason": f"unparseable reply under {parser_rule} from {', '.join(bad)}"}
-    return {"valid": True, "reason": None}
+    return world_validity(world, steps, parser_rule, validity_rule or world["cell"]["validity"], reparse=True)
 
 
 def _int_or_none(v: Any) -> int | None:

@@ -18,17 +18,12 @@ import html
 import json
 from typing import Any, Iterable
 
+from workbench.answers import answer_text
+
 
 def as_text(value: Any) -> str:
     """A stored value or answer as text: strings as-is, anything else as JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
+    return "" if value is None else answer_text(value)
 
 
 def short(text: Any, n: int = 300) -> str:

@@ -4,22 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.parsing import parse_reply
+
 VALIDITY_RULES: tuple[str, ...] = ("any-agent", "pair-only", "none")
 
 
 def world_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: str,
-                   validity_rule: str) -> dict[str, Any]:
+                   validity_rule: str, *, reparse: bool = False) -> dict[str, Any]:
     """Whether the world counts: failed calls always exclude it; unparseable replies
-    exclude it according to ``validity_rule``. Returns the reason too."""
+    exclude it according to ``validity_rule``. With ``reparse`` the raw reply texts
+    are parsed again instead of trusting the recorded outcomes (re-scoring)."""
     if world.get("failed"):
         return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
     if validity_rule not in VALIDITY_RULES:
         raise ValueError(f"unknown validity rule {validity_rule!r}; expected one of {VALIDITY_RULES}")
     if validity_rule == "none":
         return {"valid": True, "reason": None}
+    ops = tuple(world["allowed_ops"])
     roles = {a["agent"]: a["role"] for a in world["agents"]}
-    bad = sorted({s["agent"] for s in steps
-                  if s.get("parse") and not s["parse"][parser_rule]["valid"]
+
+    def unparseable(step: dict[str, Any]) -> bool:
+        if step.get("parse") is None:  # a failed call, handled above
+            return False
+        if reparse:
+            return not parse_reply(step["reply"]["text"], parser_rule, ops).valid
+        return not step["parse"][parser_rule]["valid"]
+
+    bad = sorted({s["agent"] for s in steps if unparseable(s)
                   and (validity_rule == "any-agent" or roles[s["agent"]].startswith("pair"))})
     if bad:
         return {"valid": False, "reason": f"unparseable reply under {parser_rule} from {', '.join(bad)}"}
