@@ -505,7 +505,7 @@ class LiteLLMClient:
                        encoding="utf-8")
         os.replace(tmp, path)
 
-    def _prices(self, model_returned: str | None) -> tuple[float, float] | None:
+    def _prices(self) -> tuple[float, float] | None:
         """Per-token (input, output) USD: litellm's map for the route, else the catalogue's."""
         litellm = get_litellm()
         for name in (self.route, self.route.split("/", 1)[1]):
@@ -519,7 +519,7 @@ class LiteLLMClient:
     def estimate_cost(self, messages: list[dict[str, Any]], sent: dict[str, Any]) -> float | None:
         """An upper bound of a call's cost: prompt bytes (a byte-level BPE never makes more tokens than
         bytes) plus overhead at the input price, plus the output cap at the output price."""
-        prices = self._prices(None)
+        prices = self._prices()
         if prices is None:
             return None
         p_in, p_out = prices
@@ -549,7 +549,8 @@ class LiteLLMClient:
         supported = self._supported()
         sent, why, changes = prepare_params(self.entry, requested, supported)
         extra: dict[str, Any] = {
-            "catalogue": self.name, "provider": self.entry.provider, "api_base": self.api_base,
+            "catalogue": self.name, "provider": self.entry.provider,
+            "api_base": redact(self.api_base, secrets) if self.api_base else None,
             "key_source": key_source, "defaults_from_catalogue": from_catalogue,
             "params_dropped_why": dict(why), "param_changes": list(changes), "cache_hit": False,
         }
@@ -584,7 +585,8 @@ class LiteLLMClient:
             extra["budget"] = {"reserved_usd": round(estimate, 8) if estimate is not None else None,
                                "bounded": estimate is not None}
             if not reservation.granted:
-                return reply(error=f"{BUDGET_ERROR}: this call could cost up to {estimate:.6f} USD and "
+                bound = f"up to {estimate:.6f} USD" if estimate is not None else "an unknown amount"
+                return reply(error=f"{BUDGET_ERROR}: this call could cost {bound} and "
                                    f"{self.budget.remaining:.6f} of {self.budget.limit_usd:.6f} USD remain",
                              latency_s=0.0)
 

@@ -15,7 +15,6 @@ then escaped, so an escape sequence is never cut in half.
 from __future__ import annotations
 
 import html
-import json
 from typing import Any, Iterable
 
 from workbench.answers import answer_text
