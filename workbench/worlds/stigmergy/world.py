@@ -276,7 +276,17 @@ class StigmergyWorld:
                         if not agent.done:
                             issue(agent)
                         continue
-                await asyncio.wait([t for t, *_ in inflight.values()], return_when=asyncio.FIRST_COMPLETED)
+                # Wake when the earliest ready reply becomes safe to apply, not only at the next completion:
+                # the bound of a measured (non-virtual) call grows with wall time.
+                timeout = None
+                if ready:
+                    now, t_next = time.perf_counter(), ready[0][0]
+                    blocking = [(t0, w0, v) for _, t0, w0, _, v in inflight.values()
+                                if (t0 if v else t0 + (now - w0)) < t_next]
+                    if blocking and not any(v for *_, v in blocking):
+                        timeout = min(t_next - t0 - (now - w0) for t0, w0, _ in blocking)
+                await asyncio.wait([t for t, *_ in inflight.values()], timeout=timeout,
+                                   return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task, *_ in inflight.values():
                 task.cancel()
