@@ -512,3 +512,58 @@ def test_a_world_whose_call_keeps_failing_is_recorded_failed_with_the_cause(fake
     assert out.world["failed"] and out.world["failed"]["error"].startswith("ServiceUnavailableError")
     failing = [s for s in out.steps if s["reply"]["error"]]
     assert failing and len(failing[0]["reply"]["attempts"]) == 4  # local-fake's max_attempts
+
+
+@pytest.mark.filterwarnings("ignore:coroutine 'OpenAIChatCompletion.acompletion' was never awaited:RuntimeWarning")
+def test_study_budget_stops_new_worlds_cuts_running_ones_and_resumes(fake, write_study, tmp_path):
+    from workbench.params import load_study
+    from workbench.records import CUT, load_run
+    from workbench.study import run_study
+
+    fake.responder = _agent_script
+    spec = study_dict(cells=[{"model": "local-fake"}], worlds_per_cell=6, concurrency=2, budget_usd=0.02)
+    path = write_study(spec)
+    out = tmp_path / "run"
+    first = run_study(load_study(path), out, progress=False)
+    b = first.budget
+    assert b["spent_usd"] <= b["limit_usd"] + 1e-12 and b["reserved_usd"] == 0
+    assert first.finished + first.cut + first.not_started == 6
+    assert first.finished >= 1 and first.cut + first.not_started >= 1
+    cut_lines = (out / CUT).read_text().splitlines() if (out / CUT).exists() else []
+    assert len(cut_lines) == first.cut
+    assert all(is_budget_cut(json.loads(x)["failed"]["error"]) for x in cut_lines)
+    assert "budget of 0.02 USD reached" in first.line()
+    done_first = {w["world_id"] for w in load_run(out).worlds}
+    assert len(done_first) == first.finished and not any(w["failed"] for w in load_run(out).worlds)
+
+    spec["budget_usd"] = 1.0
+    path.write_text(__import__("yaml").safe_dump(spec))
+    second = run_study(load_study(path), out, progress=False)
+    records = load_run(out)
+    assert second.skipped == first.finished and second.finished == 6 - first.finished
+    assert len(records.worlds) == 6 and len({w["world_id"] for w in records.worlds}) == 6
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runs"][0]["budget"]["limit_usd"] == 0.02 and manifest["runs"][0]["cut_worlds"] == first.cut
+
+
+def test_monitor_labels_go_into_step_records_only(fake, write_study, tmp_path):
+    from workbench.params import load_study
+    from workbench.records import load_run
+    from workbench.study import run_study
+
+    def responder(body):
+        if "You label one step" in body["messages"][-1]["content"]:
+            return '{"label": "none"}'
+        return _agent_script(body)
+
+    fake.responder = responder
+    spec = study_dict(cells=[{"model": "local-fake"}], worlds_per_cell=1,
+                      monitor={"model": "local-fake", "params": {"temperature": 0}})
+    out = tmp_path / "run"
+    run_study(load_study(write_study(spec)), out, progress=False)
+    records = load_run(out)
+    steps = records.steps[records.worlds[0]["world_id"]]
+    assert steps and all(s["monitor"]["label"] == "none" for s in steps)
+    # never back to an agent: no agent request carries the monitor's prompt
+    assert not any("You label one step" in (s["request"]["prompt"] or "") for s in steps)
+    assert "monitor" not in records.worlds[0]["metrics"]

@@ -42,6 +42,21 @@ class _StudyModel(BaseModel):
     cells: list[dict[str, Any]] = Field(default_factory=list)
     grid: list[dict[str, Any]] = Field(default_factory=list)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    budget_usd: float | None = Field(None, gt=0, description="no new world starts once this much is spent")
+    cache_dir: str | None = Field(None, description="response cache folder (relative to the file); off if absent")
+    monitor: "MonitorSpec | None" = None
+
+
+class MonitorSpec(BaseModel):
+    """A second model that labels each recorded step afterwards; labels go into the
+    step record only, never back to an agent, never into metrics."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    params: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0})
+
+
+_StudyModel.model_rebuild()
 
 
 @dataclass(frozen=True)
@@ -68,6 +83,9 @@ class Study:
     cells: list[Cell]
     profiles: dict[str, Profile] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    budget_usd: float | None = None
+    cache_dir: Path | None = None
+    monitor: MonitorSpec | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -148,6 +166,12 @@ def load_study(path: str | Path) -> Study:
             loc, msg = _first_error(exc)
             raise ParamsError(path, f"profiles.{name}.{loc}", msg) from None
 
+    if model.monitor is not None:
+        try:
+            check_route(model.monitor.model, profiles)
+        except (KeyError, ValueError) as exc:
+            raise ParamsError(path, "monitor.model", str(exc.args[0])) from None
+
     entries: list[tuple[str, dict[str, Any]]] = [(f"cells[{i}]", c) for i, c in enumerate(model.cells)]
     for gi, block in enumerate(model.grid):
         factors = {k: (v if isinstance(v, list) else [v]) for k, v in block.items()}
@@ -184,4 +208,7 @@ def load_study(path: str | Path) -> Study:
         cells.append(Cell(cid, i, spec, origin))
     return Study(path=path, name=model.name, world=model.world, seed=model.seed,
                  worlds_per_cell=model.worlds_per_cell, concurrency=model.concurrency,
-                 description=model.description, cells=cells, profiles=profiles, raw=raw)
+                 description=model.description, cells=cells, profiles=profiles, raw=raw,
+                 budget_usd=model.budget_usd,
+                 cache_dir=(path.parent / model.cache_dir) if model.cache_dir else None,
+                 monitor=model.monitor)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 STEPS = "steps.jsonl"
+CUT = "cut.jsonl"  # worlds cut by the study budget: recorded, but not finished
 WORLDS = "worlds.jsonl"
 MANIFEST = "manifest.json"
 _PACKAGES = ("stigmergy-workbench", "pydantic", "PyYAML", "pandas", "numpy", "statsmodels", "scipy",
@@ -100,6 +101,12 @@ class RunWriter:
         self.dir = Path(out_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.repaired = {name: repair_tail(self.dir / name) for name in (STEPS, WORLDS)}
+
+    def append_cut(self, world: dict[str, Any]) -> None:
+        with (self.dir / CUT).open("a", encoding="utf-8") as fh:
+            fh.write(dumps(world) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def append_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
         with (self.dir / STEPS).open("a", encoding="utf-8") as fh:

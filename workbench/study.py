@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.models.budget import Budget, budget_from, is_budget_cut
 from workbench.models.factory import make_client
 from workbench.params import Cell, Study
 from workbench.records import (RunWriter, environment_facts, finished_worlds, now_iso, read_manifest,
@@ -38,29 +39,63 @@ class RunSummary:
     failed: int = 0
     invalid: int = 0
     interrupted: bool = False
+    cut: int = 0  # worlds whose calls the budget refused: recorded in cut.jsonl, run again on resume
+    not_started: int = 0  # worlds left when the budget was reached
+    budget: dict[str, Any] | None = None
     wall_s: float = 0.0
     repaired_bytes: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
         state = "interrupted" if self.interrupted else "complete"
-        return (f"run {self.run} {state}: {self.finished} worlds finished this run, {self.skipped} already done, "
+        line = (f"run {self.run} {state}: {self.finished} worlds finished this run, {self.skipped} already done, "
                 f"{self.failed} failed, {self.invalid} invalid; records in {self.out_dir}")
+        if self.budget is not None and (self.cut or self.not_started):
+            line += (f"\nbudget of {self.budget['limit_usd']} USD reached: {self.cut} worlds cut, "
+                     f"{self.not_started} not started; run again (with a larger budget_usd) to resume")
+        return line
 
 
-def client_factory_for(study: Study, recorded: dict[str, list[dict[str, Any]]] | None = None):  # noqa: ANN201
+def _real_options(study: Study, budget: Budget | None) -> dict[str, Any]:
+    """Options every real-model client of a study shares (simulated ones ignore them)."""
+    options: dict[str, Any] = {}
+    if budget is not None:
+        options["budget"] = budget
+    if study.cache_dir is not None:
+        options["cache_dir"] = study.cache_dir
+    return options
+
+
+def client_factory_for(study: Study, recorded: dict[str, list[dict[str, Any]]] | None = None,
+                       budget: Budget | None = None):  # noqa: ANN201
+    shared = _real_options(study, budget)
+
     def factory(route: str, slot: str, seed: int, options: dict[str, Any]):  # noqa: ANN202
-        return make_client(route, seed=seed, profiles=study.profiles, recorded=(recorded or {}).get(slot), **options)
+        extra = shared if not route.startswith("sim/") and route not in ("scripted", "replay") else {}
+        return make_client(route, seed=seed, profiles=study.profiles, recorded=(recorded or {}).get(slot),
+                           **options, **extra)
     return factory
 
 
+def monitor_for(study: Study, seed: int, budget: Budget | None = None):  # noqa: ANN201
+    if study.monitor is None:
+        return None
+    from workbench.models.monitor import make_monitor
+
+    opts = {} if study.monitor.model.startswith("sim/") else _real_options(study, budget)
+    return make_monitor(study.monitor.model, seed=seed, params=dict(study.monitor.params), **opts)
+
+
 async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1,
-                        recorded: dict[str, list[dict[str, Any]]] | None = None):  # noqa: ANN201
+                        recorded: dict[str, list[dict[str, Any]]] | None = None,
+                        budget: Budget | None = None):  # noqa: ANN201
     """Build and run one world of a cell; returns the kind's WorldOutcome with metrics attached."""
     kind = study.kind
+    seed = world_seed(study.seed, world_index)
+    extra = {"monitor": monitor_for(study, derive_seed(seed, "monitor"), budget)} if study.monitor else {}
     outcome = await kind.run_world(
         cell.spec, world_id=world_id(cell.cell_id, world_index), cell_id=cell.cell_id,
-        seed=world_seed(study.seed, world_index), run=run, base_dir=study.base_dir,
-        client_factory=client_factory_for(study, recorded))
+        seed=seed, run=run, base_dir=study.base_dir,
+        client_factory=client_factory_for(study, recorded, budget), **extra)
     outcome.world["world_index"] = world_index
     outcome.world["cell_label"] = cell.label
     outcome.world["study"] = study.name
@@ -116,10 +151,20 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         bar = tqdm(total=len(todo), desc=study.name, unit="world", file=sys.stderr, dynamic_ncols=True)
     started = time.perf_counter()
     queue = iter(todo)
+    budget = budget_from(study.budget_usd)
+    summary.budget = budget.snapshot() if budget else None
 
     async def worker() -> None:
         for cell, i in queue:
-            outcome = await run_one_world(study, cell, i, run)
+            if budget is not None and budget.exhausted:
+                summary.not_started += 1
+                continue
+            outcome = await run_one_world(study, cell, i, run, budget=budget)
+            failed = outcome.world.get("failed") or {}
+            if is_budget_cut(failed.get("error")):
+                writer.append_cut(outcome.world)  # not a finished world: resume runs it again
+                summary.cut += 1
+                continue
             writer.append_world(outcome.world, outcome.steps)
             summary.finished += 1
             summary.failed += bool(outcome.world.get("failed"))
@@ -136,9 +181,15 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     finally:
         if bar is not None:
             bar.close()
+        if "workbench.models.litellm_client" in sys.modules:
+            from workbench.models.litellm_client import aclose_clients
+
+            await aclose_clients()
         summary.wall_s = time.perf_counter() - started
+        summary.budget = budget.snapshot() if budget else None
         entry.update(finished=now_iso(), finished_worlds=summary.finished, interrupted=summary.interrupted,
-                     wall_s=round(summary.wall_s, 3))
+                     wall_s=round(summary.wall_s, 3), budget=summary.budget, cut_worlds=summary.cut,
+                     not_started_for_budget=summary.not_started)
         write_manifest(out, manifest)
     return summary
 

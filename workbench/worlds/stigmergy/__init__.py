@@ -24,9 +24,11 @@ def template_root(cell: StigmergyCell, base_dir: Path) -> Path:
 
 
 async def run_world(cell: StigmergyCell, *, world_id: str, cell_id: str, seed: int, run: int, base_dir: Path,
-                    client_factory: Callable[[str, str, int, dict[str, Any]], ModelClient]) -> WorldOutcome:
+                    client_factory: Callable[[str, str, int, dict[str, Any]], ModelClient],
+                    monitor: Any = None) -> WorldOutcome:
     world = StigmergyWorld(cell, world_id=world_id, cell_id=cell_id, seed=seed, run=run,
-                           templates=template_set(template_root(cell, base_dir)), client_factory=client_factory)
+                           templates=template_set(template_root(cell, base_dir)), client_factory=client_factory,
+                           monitor=monitor)
     return await world.run()
 
 

@@ -76,12 +76,14 @@ def _render_script(lines: list[str], values: dict[str, Any]) -> list[str]:
 
 class StigmergyWorld:
     def __init__(self, cell: StigmergyCell, *, world_id: str, seed: int, templates: TemplateSet,
-                 client_factory: ClientFactory, run: int = 1, cell_id: str = "") -> None:
+                 client_factory: ClientFactory, run: int = 1, cell_id: str = "",
+                 monitor: Any = None) -> None:
         self.cell = cell
         self.world_id = world_id
         self.cell_id = cell_id
         self.seed = seed
         self.run_no = run
+        self.monitor = monitor
         self.t = templates
         self.store = KVStore()
         self.tasks = draw_tasks(seed, cell.task_form, cell.digits, cell.modulus)
@@ -297,7 +299,21 @@ class StigmergyWorld:
             await self._run_lockstep()
         else:
             await self._run_async()
+        if self.monitor is not None:
+            await self._label_steps()
         return WorldOutcome(self._world_record(time.perf_counter() - started), self.steps)
+
+    async def _label_steps(self) -> None:
+        """Monitor labels, after the world has finished: they never reach an agent,
+        never change the world clock, and only ever sit in the step records."""
+        async def label(step: dict[str, Any]) -> None:
+            reply = step["reply"]
+            text = reply.get("text") or ""
+            if reply.get("reasoning"):
+                text = f"{text}\n\n[reasoning]\n{reply['reasoning']}"
+            step["monitor"] = await self.monitor.label(text)
+
+        await asyncio.gather(*(label(s) for s in self.steps if s.get("parse") is not None))
 
     # -- the world record ---------------------------------------------------------
     def _world_record(self, wall_s: float) -> dict[str, Any]:
