@@ -17,17 +17,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from workbench.inputs import InputFileError, first_error
 from workbench.models.factory import check_route
 from workbench.models.simulated import Profile, get_profile
 from workbench.worlds import KINDS, get_kind
 
 
-class ParamsError(ValueError):
-    """A bad parameter file: ``str(err)`` is the one message shown to the user."""
-
-    def __init__(self, file: str | Path, path: str, message: str) -> None:
-        self.file, self.path, self.message = str(file), path, message
-        super().__init__(f"{file}: {path}: {message}" if path else f"{file}: {message}")
+class ParamsError(InputFileError):
+    """A bad parameter file."""
 
 
 class _StudyModel(BaseModel):
@@ -102,32 +99,6 @@ class Study:
         raise KeyError(f"no cell {cell_id!r} in {self.path}; cells: {[c.cell_id for c in self.cells]}")
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _expected(err: dict[str, Any]) -> str:
-    msg = err["msg"].removeprefix("Value error, ")
-    if not err.get("loc"):
-        return msg  # a rule over several fields: the whole input is no help
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field (not part of the schema)"
-    elif err["type"] == "missing":
-        msg = "required field is missing"
-    if "input" in err and err["type"] not in ("missing",):
-        shown = repr(err["input"])
-        msg += f" (got {shown[:80]})"
-    return msg
-
-
-def _first_error(exc: ValidationError) -> tuple[str, str]:
-    err = exc.errors()[0]
-    return _loc(tuple(err["loc"])), _expected(err)
-
-
 def cell_hash(spec: BaseModel) -> str:
     data = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
     return hashlib.sha256(data.encode()).hexdigest()[:10]
@@ -148,7 +119,7 @@ def load_study(path: str | Path) -> Study:
     try:
         model = _StudyModel.model_validate(raw)
     except ValidationError as exc:
-        raise ParamsError(path, *_first_error(exc)) from None
+        raise ParamsError(path, *first_error(exc)) from None
     if model.world not in KINDS:
         raise ParamsError(path, "world", f"expected one of {sorted(KINDS)} (got {model.world!r})")
     kind = get_kind(model.world)
@@ -163,7 +134,7 @@ def load_study(path: str | Path) -> Study:
         except KeyError as exc:
             raise ParamsError(path, f"profiles.{name}.base", str(exc.args[0])) from None
         except ValidationError as exc:
-            loc, msg = _first_error(exc)
+            loc, msg = first_error(exc)
             raise ParamsError(path, f"profiles.{name}.{loc}", msg) from None
 
     if model.monitor is not None:
@@ -189,7 +160,7 @@ def load_study(path: str | Path) -> Study:
         try:
             spec = kind.CellSpec.model_validate(merged)
         except ValidationError as exc:
-            loc, msg = _first_error(exc)
+            loc, msg = first_error(exc)
             top = loc.split(".")[0].split("[")[0]
             where = origin if (not loc or top in body) else "defaults"
             raise ParamsError(path, f"{where}.{loc}" if loc else where, msg) from None

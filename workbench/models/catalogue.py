@@ -24,6 +24,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from workbench.inputs import InputFileError, first_error
+
 # Providers whose route prefix a study may use directly (``openai/gpt-5.4``).
 PROVIDERS: tuple[str, ...] = (
     "openai", "anthropic", "gemini", "openrouter", "hosted_vllm", "ollama", "ollama_chat",
@@ -42,12 +44,8 @@ RESERVED_NAMES = ("scripted", "replay")
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "params" / "models.yaml"
 
 
-class CatalogueError(ValueError):
-    """A bad catalogue: ``str(err)`` is the one message shown to the user."""
-
-    def __init__(self, file: str | Path, path: str, message: str) -> None:
-        self.file, self.path, self.message = str(file), path, message
-        super().__init__(f"{file}: {path}: {message}" if path else f"{file}: {message}")
+class CatalogueError(InputFileError):
+    """A bad model catalogue."""
 
 
 class Limits(BaseModel):
@@ -154,29 +152,10 @@ class Catalogue:
         return ModelEntry.model_validate({**self.defaults.model_dump(), "name": "", "route": route, **overrides})
 
 
-def _loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _message(err: dict[str, Any]) -> str:
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        return "unknown field (not part of the schema)"
-    if err["type"] == "missing":
-        return "required field is missing"
-    if "input" in err and err.get("loc"):
-        msg += f" (got {repr(err['input'])[:80]})"
-    return msg
-
-
 def _fail(path: Path, prefix: str, exc: ValidationError) -> CatalogueError:
-    err = exc.errors()[0]
-    loc = _loc(tuple(err["loc"]))
+    loc, message = first_error(exc)
     where = ".".join(p for p in (prefix, loc) if p)
-    return CatalogueError(path, where, _message(err))
+    return CatalogueError(path, where, message)
 
 
 def load_catalogue(path: str | Path | None = None) -> Catalogue:

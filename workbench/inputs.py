@@ -1,0 +1,44 @@
+"""Reading user-written files (studies, the model catalogue): one error type whose
+message names the file, the field path and what was expected, and one way of
+turning a pydantic error into that message. Never a traceback."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+
+class InputFileError(ValueError):
+    """``str(err)`` is the one line shown to the user."""
+
+    def __init__(self, file: str | Path, path: str, message: str) -> None:
+        self.file, self.path, self.message = str(file), path, message
+        super().__init__(f"{file}: {path}: {message}" if path else f"{file}: {message}")
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """pydantic's loc as a path a person can find in YAML: ``cells[2].condition``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def expected(err: dict[str, Any]) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    if not err.get("loc"):
+        return msg  # a rule over several fields: the whole input is no help
+    if err["type"] == "extra_forbidden":
+        return "unknown field (not part of the schema)"
+    if err["type"] == "missing":
+        return "required field is missing"
+    if "input" in err:
+        msg += f" (got {repr(err['input'])[:80]})"
+    return msg
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """(field path, what was expected) of the first problem pydantic found."""
+    err = exc.errors()[0]
+    return field_path(tuple(err["loc"])), expected(err)
