@@ -76,6 +76,52 @@ class Analysis:
                        for k, v in rows)
         return f"<table>{body}</table>"
 
+    def lock_runs(self) -> list[dict[str, Any]]:
+        m = self.records.manifest
+        runs = m.get("runs") or [r for part in (m.get("parts") or {}).values() for r in part.get("runs", [])]
+        return [r for r in runs if r.get("lock")]
+
+    def locks_html(self) -> str:
+        """The lock chain each run ran under, whether it matched, every deviation with
+        its reason, and (when the lock folder is here) a fresh verification,
+        including whether these records are exactly those of a data lock."""
+        from workbench import locks as L
+
+        runs = self.lock_runs()
+        if not runs:
+            return "<p><i>This run set was not run under a preregistration lock.</i></p>"
+        e = html.escape
+        out = ["<table><tr><th>run</th><th>lock</th><th>matched at run time</th><th>deviation</th></tr>"]
+        for r in runs:
+            lk = r["lock"]
+            dev = e(lk.get("deviation") or "")
+            if lk.get("changes_at_run"):
+                dev += "<br><small>" + "<br>".join(e(c) for c in lk["changes_at_run"]) + "</small>"
+            out.append(f"<tr><td>{r.get('run')}</td><td>{e(str(lk.get('lock')))} <code>{e(str(lk.get('lock_sha256'))[:12])}"
+                       f"</code></td><td>{'yes' if lk.get('matched') else '<b>no</b>'}</td><td>{dev}</td></tr>")
+        out.append("</table>")
+        chain = runs[-1]["lock"].get("chain") or []
+        out.append("<p><b>Lock chain</b> (as of the last run)</p><table><tr><th>#</th><th>name</th><th>kind</th>"
+                   "<th>created</th><th>covers</th><th>sha256</th><th>reason</th></tr>")
+        for c in chain:
+            out.append("<tr>" + "".join(f"<td>{e(str(v if v is not None else ''))}</td>" for v in (
+                c["sequence"], c["name"], c["kind"], c["created"], c["params"], c["sha256"][:12], c.get("reason"))) +
+                "</tr>")
+        out.append("</table>")
+        lock_dir = Path(runs[-1]["lock"]["lock_dir"]) if runs[-1]["lock"].get("lock_dir") else None
+        if lock_dir is not None and lock_dir.is_dir():
+            ok, lines = L.verify(lock_dir)
+            out.append(f"<p><b>Verification now</b> ({'all locks verified' if ok else 'FAILED'})</p><pre>"
+                       + e("\n".join(lines)) + "</pre>")
+            here = Path(self.records.dir).resolve()
+            for lk in L.load_chain(lock_dir).locks:
+                if lk.get("kind") == "data" and L._resolve(lk["run_dir"]).resolve() == here:
+                    found = L.data_changes(lk)
+                    verdict = ("this analysis ran on exactly the locked data" if not found
+                               else "the records changed since the data lock: " + "; ".join(found))
+                    out.append(f"<p>Data lock {e(lk['name'])}: {e(verdict)}</p>")
+        return "".join(out)
+
     # -- figures -------------------------------------------------------------------
     def per_model_table(self, metric: str = "cross_agent_access") -> Any:
         from workbench.views import per_model_table

@@ -9,14 +9,53 @@ from pathlib import Path
 from workbench.params import ParamsError, load_study
 
 
+def lock_gate(params: str, lock_dir: str, deviation: str | None) -> tuple[dict | None, int]:
+    """Verify a locked study before it runs: (what the manifest records, exit code).
+    A mismatch refuses the run unless a deviation with its reason is given, which
+    is then added to the lock chain."""
+    from workbench.locks import LockError, check_study, record_deviation
+
+    state = check_study(params, lock_dir)
+    if state is None:
+        if deviation:
+            print(f"note: {params} is not locked in {lock_dir}; --deviation ignored", file=sys.stderr)
+        return None, 0
+    if state["chain_problems"]:
+        for p in state["chain_problems"]:
+            print(f"lock chain broken: {p}", file=sys.stderr)
+        print(f"refused: the lock chain in {lock_dir} is broken", file=sys.stderr)
+        return None, 2
+    state["lock_dir"] = str(Path(lock_dir).resolve())
+    if not state["changes"]:
+        return {**state, "matched": True, "deviation": None}, 0
+    if not deviation:
+        print(f"refused: {params} no longer matches lock {state['lock']}:", file=sys.stderr)
+        for c in state["changes"]:
+            print(f"  {c}", file=sys.stderr)
+        print('run again with --deviation "why" to record a deviation and run anyway', file=sys.stderr)
+        return None, 2
+    try:
+        path = record_deviation(params, deviation, state["changes"], lock_dir)
+    except LockError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None, 2
+    print(f"deviation recorded as {path}", file=sys.stderr)
+    after = check_study(params, lock_dir) or {}
+    return {**after, "lock_dir": state["lock_dir"], "matched": False, "deviation": deviation, "deviation_lock": path.stem,
+            "changes_at_run": state["changes"], "locked_as": state["lock"]}, 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from workbench.study import run_study
 
     study = load_study(args.params)
+    lock, code = lock_gate(args.params, args.locks, args.deviation)
+    if code:
+        return code
     cells = [c for c in args.cells.split(",") if c] if args.cells else None
     try:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
-                            progress=not args.no_progress, max_worlds=args.max_worlds)
+                            progress=not args.no_progress, max_worlds=args.max_worlds, lock=lock)
     except KeyboardInterrupt:
         print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
               file=sys.stderr)
@@ -122,8 +161,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_batch(args: argparse.Namespace) -> int:
     from workbench.publish.batch import run_batch
 
+    lock, code = lock_gate(args.params, args.locks, args.deviation)
+    if code:
+        return code
     result = run_batch(args.params, args.out, parallel=args.parallel, timeout_s=args.timeout,
-                       report=not args.no_report)
+                       report=not args.no_report, lock=lock)
     print("\n".join(result.lines()))
     return 1 if result.failed or result.report_error else 0
 
@@ -135,6 +177,21 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     print(f"kernel spec: {install_kernel()}")
     print(f"widget renderer: {ensure_widget_js()}")
     return 0
+
+
+def _cmd_lock(args: argparse.Namespace) -> int:
+    from workbench import locks
+
+    if args.lock_command == "create":
+        print(f"lock written: {locks.create_lock(args.name, args.params, args.locks)}")
+        return 0
+    if args.lock_command == "data":
+        print(f"data lock written: {locks.create_data_lock(args.name, args.run_dir, args.locks)}")
+        return 0
+    ok, lines = locks.verify(args.locks)
+    print("\n".join(lines))
+    print("all locks verified" if ok else "verification FAILED")
+    return 0 if ok else 1
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
@@ -157,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-worlds", type=int, help="stop after this many new worlds")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-summary", action="store_true", help="do not print the per-cell table")
+    p.add_argument("--locks", default="locks", help="lock folder (default: locks)")
+    p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
     p.set_defaults(func=_cmd_run)
     p = sub.add_parser("validate", help="check a study file and list its cells")
     p.add_argument("params")
@@ -192,7 +251,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=int, default=2, help="cells run at once")
     p.add_argument("--timeout", type=int, default=1800, help="execution timeout per notebook cell, seconds")
     p.add_argument("--no-report", action="store_true")
+    p.add_argument("--locks", default="locks", help="lock folder (default: locks)")
+    p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
     p.set_defaults(func=_cmd_batch)
+    p = sub.add_parser("lock", help="preregistration: hash locks of designs and data, in a chain")
+    lsub = p.add_subparsers(dest="lock_command", required=True)
+    q = lsub.add_parser("create", help="lock a study: params, templates, rules, models, analysis, metric code")
+    q.add_argument("name")
+    q.add_argument("params")
+    q.add_argument("--locks", default="locks")
+    q = lsub.add_parser("data", help="lock the finished records of a run directory")
+    q.add_argument("name")
+    q.add_argument("run_dir")
+    q.add_argument("--locks", default="locks")
+    q = lsub.add_parser("verify", help="check the chain and every hashed file; print what changed")
+    q.add_argument("--locks", default="locks")
+    p.set_defaults(func=_cmd_lock)
     p = sub.add_parser("setup", help="install the Jupyter kernel spec and the offline widget renderer")
     p.set_defaults(func=_cmd_setup)
     p = sub.add_parser("profiles", help="list the simulated profiles")
@@ -207,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, KeyError, ValueError, RuntimeError) as exc:
+    except (FileNotFoundError, KeyError, ValueError, RuntimeError) as exc:  # LockError is a ValueError
         msg = exc.args[0] if exc.args else str(exc)
         print(f"error: {msg}", file=sys.stderr)
         return 2

@@ -121,7 +121,7 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
 
 async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterable[str] | None = None,
                           concurrency: int | None = None, progress: bool = True,
-                          max_worlds: int | None = None) -> RunSummary:
+                          max_worlds: int | None = None, lock: dict[str, Any] | None = None) -> RunSummary:
     out = Path(out_dir)
     writer = RunWriter(out)
     existing = read_manifest(out)
@@ -137,7 +137,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     run = len(manifest["runs"]) + 1
     entry = {"run": run, "started": now_iso(), "finished": None, "params_sha256": manifest["params"]["sha256"],
              "cells": [c.cell_id for c in cells], "planned": len(todo), "skipped": len(done),
-             "environment": environment_facts(), "argv": sys.argv[1:]}
+             "environment": environment_facts(), "argv": sys.argv[1:], "lock": lock}
     manifest["runs"].append(entry)
     write_manifest(out, manifest)
 

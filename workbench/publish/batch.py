@@ -8,6 +8,7 @@ every cell where it stopped."""
 from __future__ import annotations
 
 import concurrent.futures
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,11 +36,13 @@ class BatchResult:
 
 
 def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, timeout_s: int = 1800,
-              report: bool = True) -> BatchResult:
+              report: bool = True, lock: dict | None = None) -> BatchResult:
     study = load_study(params)  # a bad file fails here, before any kernel starts
     out = Path(out_dir).resolve()
     (out / BATCH_CELLS).mkdir(parents=True, exist_ok=True)
     result = BatchResult(out)
+    if lock is not None:  # the lock each cell ran under, verified once before any kernel started
+        (out / "lock.json").write_text(json.dumps(lock, indent=1) + "\n")
 
     def one(cell_id: str) -> str:
         execute("study", out / "notebooks" / f"study-{cell_id}.ipynb", {
