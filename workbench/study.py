@@ -185,6 +185,10 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             from workbench.models.litellm_client import aclose_clients
 
             await aclose_clients()
+        if "workbench.local.server" in sys.modules:
+            from workbench.local.server import stop_all
+
+            stop_all()  # the study's local model servers end with it (also on error or Ctrl-C)
         summary.wall_s = time.perf_counter() - started
         summary.budget = budget.snapshot() if budget else None
         entry.update(finished=now_iso(), finished_worlds=summary.finished, interrupted=summary.interrupted,

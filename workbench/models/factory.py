@@ -43,6 +43,27 @@ for _prefix in LITELLM_PREFIXES:
     register_route(_prefix, _litellm_route)
 
 
+def _local_route(route: str, *, seed: int, **options: Any) -> ModelClient:
+    """``local/NAME``: the study's own server for a fetched open-weight model,
+    reached through the same litellm path (so records have the same shape)."""
+    from workbench.local.catalogue import get_local
+    from workbench.local.server import server_for
+    from workbench.models.catalogue import ModelEntry
+    from workbench.models.litellm_client import build_client
+
+    name = route.split("/", 1)[1]
+    local = get_local(name)
+    server = server_for(name)
+    entry = ModelEntry(name=route, route=f"openai/{name}", api_base=server.url, max_tokens=local.max_tokens,
+                       input_usd_per_mtok=0.0, output_usd_per_mtok=0.0, max_connections=local.slots,
+                       max_attempts=2, timeout_s=300, backoff_base_s=0.5, backoff_max_s=2,
+                       description=f"{local.description}, served on 127.0.0.1")
+    return build_client(entry, seed=seed, **options)
+
+
+register_route("local", _local_route)
+
+
 def _catalogue_names() -> list[str]:
     from workbench.models.catalogue import default_catalogue
 

@@ -43,3 +43,18 @@ def task_text(t: TemplateSet, task: AgentTask) -> str:
 def show_value(value: Any) -> str:
     """How a stored value reads back to an agent: strings as-is, others as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def response_format(ops: tuple[str, ...]) -> dict[str, Any]:
+    """A JSON schema that admits exactly the operations offered (constrained replies)."""
+    shapes = {
+        "list": {"op": {"const": "list"}},
+        "read": {"op": {"const": "read"}, "key": {"type": "string", "minLength": 1}},
+        "write": {"op": {"const": "write"}, "key": {"type": "string", "minLength": 1},
+                  "value": {"type": ["string", "integer", "number"]}},
+        "submit": {"op": {"const": "submit"}, "answer": {"type": ["string", "integer"]}},
+    }
+    variants = [{"type": "object", "properties": shapes[op], "required": list(shapes[op]),
+                 "additionalProperties": False} for op in ops]
+    schema = variants[0] if len(variants) == 1 else {"anyOf": variants}
+    return {"type": "json_schema", "json_schema": {"name": "operation", "strict": True, "schema": schema}}

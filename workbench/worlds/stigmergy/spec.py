@@ -41,6 +41,8 @@ class StigmergyCell(BaseModel):
     digits: int = Field(6, ge=2, le=18, description="task difficulty: digits of each N")
     modulus: int = Field(97, ge=2, le=100_000)
     sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, reasoning_effort ...")
+    constrained: bool = Field(False, description="send a JSON schema of the operations as response_format; "
+                                                 "constraining changes what is measured, so it is recorded")
     prompts: str = Field("prompts/stigmergy", description="template folder, relative to the params file")
 
     @model_validator(mode="after")
@@ -64,4 +66,5 @@ class StigmergyCell(BaseModel):
         if self.label:
             return self.label
         routes = sorted({self.route_for(r) for r in ROLES})
-        return " · ".join(["+".join(routes), self.condition, self.clauses, self.scheduler, self.parser])
+        parts = ["+".join(routes), self.condition, self.clauses, self.scheduler, self.parser]
+        return " · ".join(parts + (["constrained"] if self.constrained else []))

@@ -178,7 +178,10 @@ class StigmergyWorld:
 
     # -- one reply ------------------------------------------------------------
     def _request(self, agent: _Agent) -> ModelRequest:
-        return ModelRequest(messages=[dict(m) for m in agent.messages], params=dict(self.cell.sampling))
+        params = dict(self.cell.sampling)
+        if self.cell.constrained:
+            params["response_format"] = P.response_format(self.ops)
+        return ModelRequest(messages=[dict(m) for m in agent.messages], params=params)
 
     def _handle(self, agent: _Agent, reply: ModelReply, t_issue: float, request: ModelRequest) -> None:
         t_done = round(t_issue + max(0.0, float(reply.latency_s or 0.0)), 6)

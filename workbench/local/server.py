@@ -1,0 +1,96 @@
+"""One local OpenAI-compatible server per model, on 127.0.0.1 and a free port,
+in a child process (so stopping it is certain, also on error or Ctrl-C), with
+prompt caching on. Started on first use by a study, stopped at its end."""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from workbench.local.catalogue import LocalModel
+
+_SERVERS: dict[str, "LocalServer"] = {}
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalServer:
+    def __init__(self, name: str, path: Path, entry: LocalModel, log: Path | None = None) -> None:
+        self.name, self.path, self.entry = name, path, entry
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.log = log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 180.0) -> "LocalServer":
+        try:
+            import xllamacpp  # noqa: F401
+        except ImportError:
+            raise ServerError("local models need the optional runtime: pip install 'stigmergy-workbench[local]' "
+                              "(xllamacpp)") from None
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "workbench.local.serve", str(self.path), str(self.port),
+             str(self.entry.threads), str(self.entry.ctx), str(self.entry.slots)],
+            stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=False)
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(f"the local server for {self.name} exited with {self.proc.returncode}"
+                                  + (f"; see {self.log}" if self.log else ""))
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
+                return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise ServerError(f"the local server for {self.name} did not answer within {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.proc = None
+
+
+def server_for(name: str) -> LocalServer:
+    """The running server of a model, started if needed (the weights must be fetched)."""
+    from workbench.local.catalogue import get_local
+    from workbench.local.fetch import model_path
+
+    srv = _SERVERS.get(name)
+    if srv is not None and srv.proc is not None and srv.proc.poll() is None:
+        return srv
+    entry = get_local(name)
+    path = model_path(name)
+    if not path.exists():
+        raise ServerError(f"local model {name} is not installed; run: workbench models fetch {name}")
+    log = Path(os.environ.get("WORKBENCH_LOCAL_LOG", "")) if os.environ.get("WORKBENCH_LOCAL_LOG") else None
+    srv = _SERVERS[name] = LocalServer(name, path, entry, log).start()
+    return srv
+
+
+def stop_all() -> None:
+    for srv in list(_SERVERS.values()):
+        srv.stop()
+    _SERVERS.clear()
+
+
+atexit.register(stop_all)
