@@ -13,7 +13,7 @@ $(BIN)/python:
 # Reinstall whenever the project's declared dependencies change; then the Jupyter
 # kernel spec (offline litellm settings in its env) and the offline widget renderer.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
 	$(BIN)/workbench setup
 	touch $(STAMP)
 

@@ -194,6 +194,27 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    from workbench.local.catalogue import load_local_catalogue
+    from workbench.local.fetch import FetchError, cache_dir, fetch, installed, model_path
+
+    cache = Path(args.cache) if args.cache else None
+    if args.models_command == "list":
+        print(f"local models (cache: {cache or cache_dir()}):")
+        for name, m in load_local_catalogue().items():
+            state = "installed" if installed(name, cache) else "not installed"
+            print(f"  local/{name:<22} {m.size / 2**20:7.0f} MiB  {state:<13} {m.description}"
+                  + ("" if m.agent else "  (too weak to act as an agent)"))
+        return 0
+    try:
+        path = fetch(args.name, cache=cache, force=args.force)
+    except FetchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"installed {args.name}: {path} ({path.stat().st_size} bytes, SHA-256 verified)")
+    return 0
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from workbench.models.simulated import PROFILES
 
@@ -269,6 +290,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_lock)
     p = sub.add_parser("setup", help="install the Jupyter kernel spec and the offline widget renderer")
     p.set_defaults(func=_cmd_setup)
+    p = sub.add_parser("models", help="local open-weight models: list, fetch")
+    msub = p.add_subparsers(dest="models_command", required=True)
+    q = msub.add_parser("list", help="what is catalogued and what is installed")
+    q.add_argument("--cache", help="model cache folder (default: $WORKBENCH_MODEL_CACHE or ~/.cache/...)")
+    q = msub.add_parser("fetch", help="download, join and verify a catalogued model")
+    q.add_argument("name")
+    q.add_argument("--cache")
+    q.add_argument("--force", action="store_true", help="fetch again even if installed")
+    p.set_defaults(func=_cmd_models)
     p = sub.add_parser("profiles", help="list the simulated profiles")
     p.set_defaults(func=_cmd_profiles)
     return ap

@@ -23,7 +23,7 @@ class ReplayClient:
         rec = copy.deepcopy(self.recorded[self._i])
         self._i += 1
         rec.pop("timing", None)
-        rec.pop("route", None)
-        reply = ModelReply(route=self.route, **{k: v for k, v in rec.items() if k in ModelReply.__dataclass_fields__})
+        route = rec.pop("route", None) or self.route  # the route that answered, as recorded
+        reply = ModelReply(route=route, **{k: v for k, v in rec.items() if k in ModelReply.__dataclass_fields__})
         reply.extra = {**reply.extra, "replayed": True}
         return reply
