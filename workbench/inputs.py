@@ -42,3 +42,22 @@ def first_error(exc: ValidationError) -> tuple[str, str]:
     """(field path, what was expected) of the first problem pydantic found."""
     err = exc.errors()[0]
     return field_path(tuple(err["loc"])), expected(err)
+
+
+def read_yaml_mapping(path: Path, error: type[InputFileError], what: str, empty_ok: bool = False) -> dict[str, Any]:
+    """A YAML file whose top level must be a mapping; syntax errors name the line."""
+    import yaml
+
+    if not path.is_file():
+        raise error(path, "", f"file not found (expected {what})")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise error(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if raw is None and empty_ok:
+        return {}
+    if not isinstance(raw, dict):
+        raise error(path, "", f"expected a mapping at the top level ({what}), got {type(raw).__name__}")
+    return raw

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workbench.inputs import InputFileError, first_error
+from workbench.inputs import InputFileError, first_error, read_yaml_mapping
 from workbench.models.factory import check_route
 from workbench.models.simulated import Profile, get_profile
 from workbench.worlds import KINDS, get_kind
@@ -106,16 +105,7 @@ def cell_hash(spec: BaseModel) -> str:
 
 def load_study(path: str | Path) -> Study:
     path = Path(path)
-    if not path.is_file():
-        raise ParamsError(path, "", "file not found (expected a YAML study file)")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ParamsError(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(raw, dict):
-        raise ParamsError(path, "", f"expected a mapping of study fields at the top level, got {type(raw).__name__}")
+    raw = read_yaml_mapping(path, ParamsError, "a YAML study file: a mapping of study fields")
     try:
         model = _StudyModel.model_validate(raw)
     except ValidationError as exc:

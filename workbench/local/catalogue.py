@@ -4,10 +4,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workbench.inputs import InputFileError, first_error
+from workbench.inputs import InputFileError, first_error, read_yaml_mapping
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "params" / "local-models.yaml"
 
@@ -36,11 +35,7 @@ def catalogue_path() -> Path:
 
 def load_local_catalogue(path: str | Path | None = None) -> dict[str, LocalModel]:
     path = Path(path) if path else catalogue_path()
-    if not path.is_file():
-        raise LocalModelError(path, "", "local model catalogue not found (expected a YAML file)")
-    raw = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(raw, dict):
-        raise LocalModelError(path, "", "expected a mapping of model names to entries")
+    raw = read_yaml_mapping(path, LocalModelError, "a YAML mapping of local model names to entries", empty_ok=True)
     out = {}
     for name, body in raw.items():
         try:

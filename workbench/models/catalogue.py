@@ -21,10 +21,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from workbench.inputs import InputFileError, first_error
+from workbench.inputs import InputFileError, first_error, read_yaml_mapping
 
 # Providers whose route prefix a study may use directly (``openai/gpt-5.4``).
 PROVIDERS: tuple[str, ...] = (
@@ -160,17 +159,8 @@ def _fail(path: Path, prefix: str, exc: ValidationError) -> CatalogueError:
 
 def load_catalogue(path: str | Path | None = None) -> Catalogue:
     path = Path(path) if path is not None else catalogue_path()
-    if not path.is_file():
-        raise CatalogueError(path, "", "model catalogue not found (expected a YAML file; set WORKBENCH_MODELS "
-                                       "to use another)")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise CatalogueError(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if not isinstance(raw, dict):
-        raise CatalogueError(path, "", f"expected a mapping with 'models:' at the top level, got {type(raw).__name__}")
+    raw = read_yaml_mapping(path, CatalogueError, "a YAML model catalogue with 'models:'; set WORKBENCH_MODELS "
+                            "to use another", empty_ok=True)
     try:
         top = _CatalogueFile.model_validate(raw)
     except ValidationError as exc:
