@@ -2,7 +2,6 @@
 kernel and an execution timeout (papermill has none by default)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ def execute(name: str, output: str | Path, parameters: dict[str, Any], *,
         install_kernel()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    env_keep = {k: os.environ.get(k) for k in ("LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_OFFLINE_MODE")}
     try:
         pm.execute_notebook(
             str(notebook_path(name)), str(output), parameters=parameters, kernel_name=KERNEL_NAME,
@@ -42,8 +40,4 @@ def execute(name: str, output: str | Path, parameters: dict[str, Any], *,
     except pm.PapermillExecutionError as exc:
         raise NotebookError(f"{name}.ipynb failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                             f"(executed notebook kept at {output})") from None
-    finally:
-        for k, v in env_keep.items():
-            if v is None:
-                os.environ.pop(k, None)
     return output
