@@ -40,6 +40,7 @@ class Action:
     error_message: str = "fake server error"
     usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); derived when None
     echo_auth: bool = False  # put the Authorization header into the error message, as some providers do
+    tool_calls: list[tuple[str, dict[str, Any] | str]] | None = None  # (name, arguments) native tool calls
 
 
 def ok(text: str | None = None, **kw: Any) -> Action:
@@ -142,6 +143,15 @@ class FakeOpenAI:
                 message: dict[str, Any] = {"role": "assistant", "content": text}
                 if action.reasoning is not None:
                     message["reasoning_content"] = action.reasoning
+                finish = "stop"
+                if action.tool_calls:
+                    message["content"] = text if action.text is not None else None
+                    message["tool_calls"] = [
+                        {"id": f"call_{len(server.requests)}_{i}", "type": "function",
+                         "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+                        for i, (name, args) in enumerate(action.tool_calls)]
+                    finish = "tool_calls"
+                    text = text or ""
                 n_prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4 + 1
                 n_completion = len(text) // 4 + 1
                 if action.usage is not None:
@@ -149,7 +159,7 @@ class FakeOpenAI:
                 payload = json.dumps({
                     "id": f"chatcmpl-fake-{len(server.requests)}", "object": "chat.completion",
                     "created": int(time.time()), "model": action.model or body.get("model", "fake"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                     "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_completion,
                               "total_tokens": n_prompt + n_completion},
                 }).encode()

@@ -567,3 +567,35 @@ def test_monitor_labels_go_into_step_records_only(fake, write_study, tmp_path):
     # never back to an agent: no agent request carries the monitor's prompt
     assert not any("You label one step" in (s["request"]["prompt"] or "") for s in steps)
     assert "monitor" not in records.worlds[0]["metrics"]
+
+
+# -- tools ---------------------------------------------------------------------------------------
+
+TOOL = {"type": "function", "function": {"name": "submit_verdict", "description": "Your verdict.",
+                                         "parameters": {"type": "object", "properties": {
+                                             "reasoning": {"type": "string"},
+                                             "verdict": {"type": "string", "enum": ["ACCEPT", "REJECT"]}},
+                                             "required": ["reasoning", "verdict"]}}}
+
+
+def test_tools_are_sent_and_native_tool_calls_come_back_as_raw_json(fake):
+    fake.push(Action(tool_calls=[("submit_verdict", {"reasoning": "log complete", "verdict": "ACCEPT"}),
+                                 ("submit_verdict", '{"verdict": ')]))
+    messages = MSGS + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "get_log", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": "[]"}]
+    r = run(client(fake).complete(ModelRequest(messages=messages, tools=[TOOL])))
+    body = fake.requests[-1]["body"]
+    assert body["tools"][0]["function"]["name"] == "submit_verdict"
+    assert body["messages"][-1] == {"role": "tool", "tool_call_id": "c0", "content": "[]"}
+    assert r.error is None and r.text == ""
+    assert [c["name"] for c in r.tool_calls] == ["submit_verdict", "submit_verdict"]
+    assert json.loads(r.tool_calls[0]["arguments"]) == {"reasoning": "log complete", "verdict": "ACCEPT"}
+    assert r.tool_calls[1]["arguments"] == '{"verdict": '  # malformed arguments are recorded as written
+    assert r.tool_calls[0]["id"] and r.to_record()["tool_calls"] == r.tool_calls
+
+
+def test_a_plain_text_reply_has_no_tool_calls(fake):
+    fake.push(ok('{"tool": "get_log", "arguments": {}}'))
+    r = run(client(fake).complete(ModelRequest(messages=MSGS, tools=[TOOL])))
+    assert r.tool_calls == [] and r.text.startswith('{"tool"')

@@ -81,3 +81,21 @@ def test_scripted_client_fails_when_exhausted():
     second = asyncio.run(client.complete(req))
     assert first.text == "a" and not first.failed
     assert second.failed and "exhausted after 1" in second.error
+
+
+def test_kinds_register_their_own_simulated_routes_with_a_check():
+    from workbench.models.factory import check_route, is_simulated_route, make_client, register_route
+    from workbench.models.scripted import ScriptedClient
+
+    def check(route):
+        if route.split("/", 1)[1] != "known":
+            raise KeyError(f"unknown profile in {route!r}; known: known")
+
+    register_route("sim-testkind", lambda route, *, seed, **o: ScriptedClient(["ok"]), check=check)
+    check_route("sim-testkind/known")
+    with pytest.raises(KeyError, match="known: known"):
+        check_route("sim-testkind/other")
+    assert isinstance(make_client("sim-testkind/known", seed=1), ScriptedClient)
+    assert is_simulated_route("sim/diligent") and is_simulated_route("sim-testkind/known")
+    assert not is_simulated_route("openai/gpt-5.4") and not is_simulated_route("simulator/x")
+    assert not is_simulated_route("scripted")

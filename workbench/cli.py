@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from workbench.params import ParamsError, load_study
+from workbench.models.factory import is_simulated_route
 
 
 def lock_gate(params: str, lock_dir: str, deviation: str | None) -> tuple[dict | None, int]:
@@ -45,6 +46,16 @@ def lock_gate(params: str, lock_dir: str, deviation: str | None) -> tuple[dict |
             "changes_at_run": state["changes"], "locked_as": state["lock"]}, 0
 
 
+def kind_of(records):  # noqa: ANN001, ANN201 - RunRecords -> the world kind's module
+    """The world kind a run set was recorded with (older records: the shared-store kind)."""
+    from workbench.worlds import get_kind
+
+    kinds = {w.get("world_kind", "stigmergy") for w in records.worlds} or {records.manifest.get("world_kind")}
+    if len(kinds) != 1:
+        raise ValueError(f"{records.dir} mixes world kinds {sorted(map(str, kinds))}; report on one kind at a time")
+    return get_kind(kinds.pop() or "stigmergy")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from workbench.study import run_study
 
@@ -71,9 +82,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ids = {c.cell_id for c in study.cells}
         worlds = [w for w in records.worlds if w["cell_id"] in ids]
         if worlds:
-            simulated = any(r.startswith("sim/") for c in study.cells for r in study.kind.routes(c.spec))
-            print("\nPer cell, over valid worlds" + (" (SIMULATED behaviour, not real models)" if simulated else "") + ":")
-            print(format_summary(cell_summary(world_frame(worlds))))
+            simulated = any(is_simulated_route(r) for c in study.cells for r in study.kind.routes(c.spec))
+            note = " (SIMULATED behaviour, not real models)" if simulated else ""
+            if hasattr(study.kind, "summary_text"):  # a kind's own table; the shared-store one is the default
+                print(f"\nPer cell{note}:")
+                print(study.kind.summary_text(worlds))
+            else:
+                print(f"\nPer cell, over valid worlds{note}:")
+                print(format_summary(cell_summary(world_frame(worlds))))
     return 0
 
 
@@ -105,7 +121,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"replay of {args.world} through the engine: " + ("identical to the records" if not diffs
               else f"{len(diffs)} differences") + f" ({n} steps)")
         return 1 if diffs else 0
-    print_world(records, args.world, sys.stdout, full=args.full)
+    kind = kind_of(records)
+    if hasattr(kind, "describe_world"):
+        kind.describe_world(records, args.world, sys.stdout, full=args.full)
+    else:
+        print_world(records, args.world, sys.stdout, full=args.full)
     return 0
 
 
@@ -120,8 +140,20 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
         print(f"error: {args.dir} holds no finished world", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path(args.dir) / "metrics"
+    simulated = all(is_simulated_route(a["route"]) for w in records.worlds for a in w["agents"])
+    kind = kind_of(records)
+    if hasattr(kind, "metric_tables"):
+        from workbench.metrics.export import write_tables
+
+        tables = kind.metric_tables(records)
+        written = write_tables(tables, out)
+        with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
+            for name, t in tables.items():
+                print(f"\n== {name}{' (SIMULATED behaviour, not real models)' if simulated else ''} ==")
+                print(t.to_string(index=False))
+        print(f"\nwrote {len(written)} files under {out}")
+        return 0
     written = write_metrics(records, out, args.parser, args.answer_rule)
-    simulated = all(a["route"].startswith("sim/") for w in records.worlds for a in w["agents"])
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
         tables = cell_tables(records, args.parser, args.answer_rule)
         note = " (SIMULATED behaviour, not real models)" if simulated else ""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from workbench.models.budget import Budget, budget_from, is_budget_cut
-from workbench.models.factory import make_client
+from workbench.models.factory import is_simulated_route, make_client
 from workbench.params import Cell, Study
 from workbench.records import (RunWriter, environment_facts, finished_worlds, now_iso, read_manifest,
                                sha256_file, write_manifest)
@@ -70,7 +70,7 @@ def client_factory_for(study: Study, recorded: dict[str, list[dict[str, Any]]] |
     shared = _real_options(study, budget)
 
     def factory(route: str, slot: str, seed: int, options: dict[str, Any]):  # noqa: ANN202
-        extra = shared if not route.startswith("sim/") and route not in ("scripted", "replay") else {}
+        extra = shared if not is_simulated_route(route) and route not in ("scripted", "replay") else {}
         return make_client(route, seed=seed, profiles=study.profiles, recorded=(recorded or {}).get(slot),
                            **options, **extra)
     return factory
@@ -81,7 +81,7 @@ def monitor_for(study: Study, seed: int, budget: Budget | None = None):  # noqa:
         return None
     from workbench.models.monitor import make_monitor
 
-    opts = {} if study.monitor.model.startswith("sim/") else _real_options(study, budget)
+    opts = {} if is_simulated_route(study.monitor.model) else _real_options(study, budget)
     return make_monitor(study.monitor.model, seed=seed, params=dict(study.monitor.params), **opts)
 
 

@@ -54,3 +54,15 @@ def write_metrics(records: RunRecords, out_dir: str | Path, parser_rule: str | N
         table.to_csv(out / "tables" / f"{name}.csv", index=False)
         written[f"table:{name}"] = out / "tables" / f"{name}.csv"
     return written
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out_dir: str | Path) -> dict[str, Path]:
+    """Any world kind's named tables as CSV (and Parquet where the columns allow it),
+    so that ``workbench metrics`` writes the same layout for every kind."""
+    out = Path(out_dir)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for name, table in tables.items():
+        table.to_csv(out / "tables" / f"{name}.csv", index=False)
+        written[f"table:{name}"] = out / "tables" / f"{name}.csv"
+    return written

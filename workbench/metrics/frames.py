@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.records import RunRecords
+from workbench.models.factory import is_simulated_route
 
 
 def model_of(world: dict[str, Any]) -> str:
@@ -21,7 +22,7 @@ def _cell_columns(world: dict[str, Any]) -> dict[str, Any]:
     return {
         "cell_label": world.get("cell_label") or world["cell_id"],
         "model": model,
-        "simulated": all(a["route"].startswith("sim/") for a in world["agents"]),
+        "simulated": all(is_simulated_route(a["route"]) for a in world["agents"]),
         **{k: cell.get(k) for k in ("condition", "clauses", "scheduler", "parser", "answer_rule", "validity")},
         "run_set": None,
     }

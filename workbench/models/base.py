@@ -13,13 +13,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-Message = dict[str, str]
+Message = dict[str, Any]  # OpenAI chat format: role and content; tool_calls / tool_call_id where tools are used
 
 
 @dataclass
 class ModelRequest:
     messages: list[Message]
     params: dict[str, Any] = field(default_factory=dict)  # temperature, max_tokens, reasoning_effort, ...
+    # Function tools in the OpenAI JSON-schema form. Worlds whose agents act through
+    # tools send them; a client without native tool calls may ignore them, and the
+    # world then reads a JSON tool call from the reply text (see ``tool_calls``).
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -36,6 +40,9 @@ class ModelReply:
     params_dropped: list[str] = field(default_factory=list)
     attempts: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None  # set when the call failed for good; text is then ""
+    # Native tool calls, each {"id", "name", "arguments": raw JSON text}: recorded as
+    # returned, parsed by the world (malformed arguments are the agent's error, not ours).
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)  # wall-clock, never compared
 

@@ -21,13 +21,26 @@ from workbench.models.scripted import ScriptedClient
 from workbench.models.simulated import Profile, SimulatedClient, get_profile
 
 RouteBuilder = Callable[..., ModelClient]
+RouteCheck = Callable[[str], None]
 _EXTRA: dict[str, RouteBuilder] = {}
+_CHECKS: dict[str, RouteCheck] = {}
 LITELLM_PREFIXES = ("openai", "anthropic", "gemini", "openrouter", "hosted_vllm", "ollama")
 
 
-def register_route(prefix: str, builder: RouteBuilder) -> None:
-    """Add a family of routes (``prefix/...``); used by optional back-ends."""
+def register_route(prefix: str, builder: RouteBuilder, check: RouteCheck | None = None) -> None:
+    """Add a family of routes (``prefix/...``): optional back-ends, and the simulated
+    agents of world kinds other than the shared-store one (``sim-KIND/PROFILE``), which
+    live with their kind so that this module stays ignorant of experiments. ``check``
+    raises ValueError or KeyError (naming what is known) for a route it cannot build."""
     _EXTRA[prefix] = builder
+    if check is not None:
+        _CHECKS[prefix] = check
+
+
+def is_simulated_route(route: str) -> bool:
+    """Simulated agents: ``sim/PROFILE`` and the kinds' own ``sim-KIND/PROFILE``."""
+    prefix = route.split("/", 1)[0]
+    return "/" in route and (prefix == "sim" or prefix.startswith("sim-"))
 
 
 def _litellm_route(route: str, *, seed: int, **options: Any) -> ModelClient:
@@ -89,6 +102,8 @@ def check_route(route: str, profiles: dict[str, Profile] | None = None) -> None:
     if prefix in _EXTRA:
         if not rest.strip("/"):
             raise ValueError(f"model route {route!r} names no model; expected {prefix}/<model>")
+        if prefix in _CHECKS:
+            _CHECKS[prefix](route)
         return
     if _is_catalogue_name(route):  # a broken catalogue raises its CatalogueError (file, field, what) here
         return

@@ -426,6 +426,16 @@ def _usage(resp: Any) -> dict[str, int]:
     return out
 
 
+def _tool_calls(message: Any) -> list[dict[str, Any]]:
+    """Native tool calls as plain data; arguments stay the raw text the model wrote."""
+    out = []
+    for call in getattr(message, "tool_calls", None) or []:
+        fn = getattr(call, "function", None)
+        out.append({"id": str(getattr(call, "id", "") or ""), "name": str(getattr(fn, "name", "") or ""),
+                    "arguments": str(getattr(fn, "arguments", "") or "")})
+    return out
+
+
 def _reasoning(message: Any) -> str | None:
     rc = getattr(message, "reasoning_content", None)
     if rc:
@@ -565,6 +575,8 @@ class LiteLLMClient:
             return r
 
         # cache ------------------------------------------------------------------------
+        if request.tools:
+            sent = {**sent, "tools": [dict(t) for t in request.tools]}
         ckey = self.cache_key(messages, sent) if self.cache_dir is not None else None
         if ckey is not None:
             hit = self._cache_get(ckey)
@@ -575,7 +587,8 @@ class LiteLLMClient:
                                      "latency_s": rec.get("latency_s"), "extra": rec.get("extra")})
                 return reply(text=rec.get("text") or "", latency_s=float(rec.get("latency_s") or 0.0),
                              model_returned=rec.get("model_returned"), reasoning=rec.get("reasoning"),
-                             usage=dict(rec.get("usage") or {}), cost_usd=0.0, attempts=[])
+                             usage=dict(rec.get("usage") or {}), cost_usd=0.0, attempts=[],
+                             tool_calls=list(rec.get("tool_calls") or []))
 
         # budget -----------------------------------------------------------------------
         reservation = None
@@ -696,7 +709,8 @@ class LiteLLMClient:
             self.budget.settle(reservation, cost)
             extra["budget"]["charged_usd"] = cost
         out = reply(text=message.content or "", model_returned=getattr(resp, "model", None),
-                    reasoning=_reasoning(message), usage=usage, cost_usd=cost, attempts=attempts)
+                    reasoning=_reasoning(message), usage=usage, cost_usd=cost, attempts=attempts,
+                    tool_calls=_tool_calls(message))
         if ckey is not None:
             extra["cache_key"] = ckey
             self._cache_put(ckey, out)

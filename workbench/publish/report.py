@@ -8,6 +8,17 @@ from workbench.publish.html import export_html
 from workbench.publish.notebooks import execute
 
 
+def _report_notebook(records) -> str:  # noqa: ANN001 - RunRecords
+    """The notebook a world kind reports with (``REPORT_NOTEBOOK``); the shared-store
+    kind's is ``analysis``."""
+    from workbench.worlds import get_kind
+
+    kinds = {w.get("world_kind", "stigmergy") for w in records.worlds}
+    if len(kinds) != 1:
+        raise ValueError(f"{records.dir} mixes world kinds {sorted(kinds)}; report on one kind at a time")
+    return getattr(get_kind(kinds.pop()), "REPORT_NOTEBOOK", "analysis")
+
+
 def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, output: str | Path | None = None,
                 timeout_s: int = 900, max_timelines: int = 4) -> Path:
     from workbench.records import load_run
@@ -16,7 +27,8 @@ def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, o
     records = load_run(run_dir)  # fails early and clearly on a wrong directory
     if not records.worlds:
         raise FileNotFoundError(f"{run_dir} holds no finished world to report on")
-    executed = execute("analysis", run_dir / "analysis.ipynb", {
+    notebook = _report_notebook(records)
+    executed = execute(notebook, run_dir / f"{notebook}.ipynb", {
         "run_dir": str(run_dir), "compare_dir": str(Path(compare_dir).resolve()) if compare_dir else "",
         "max_timelines": max_timelines}, timeout_s=timeout_s)
     study = records.manifest.get("study") or run_dir.name

@@ -10,6 +10,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from workbench.metrics.tables import rate_table
+from workbench.models.factory import is_simulated_route
 
 RATE_COLUMNS = {"metric", "k", "n", "k/n", "rate", "low", "high", "all"}
 SIM_TAG = " [simulated]"
@@ -20,7 +21,7 @@ def _pct(x: float) -> str:
 
 
 def is_simulated(model: object) -> bool:
-    return isinstance(model, str) and any(part.startswith("sim/") for part in model.split("+"))
+    return isinstance(model, str) and any(is_simulated_route(part) for part in model.split("+"))
 
 
 def rate_styler(table: pd.DataFrame, keys: Iterable[str] | None = None, caption: str | None = None) -> Styler:

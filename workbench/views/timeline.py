@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from workbench.views.escape import esc_plot, plot_lines
 from workbench.views.steps import (OPS, agent_lanes, cross_agent_reads, effect_summary, lane_label, op_kind,
                                    ordered, step_key, submission_correct)
+from workbench.models.factory import is_simulated_route
 
 OP_COLOURS = {"list": "#1f77b4", "read": "#2ca02c", "write": "#ff7f0e", "submit": "#9467bd",
               "invalid": "#d62728", "failed": "#444444"}
@@ -75,7 +76,7 @@ def step_timeline(world: dict[str, Any], steps: list[dict[str, Any]]) -> go.Figu
     title = (f"world {esc_plot(world.get('world_id'))} · form {esc_plot(tasks.get('form'))} · "
              f"joint answer {esc_plot(world.get('joint_answer'))}")
     sub = esc_plot(world.get("cell_label") or "", 120)
-    if any(a.get("route", "").startswith("sim/") for a in world.get("agents", [])):
+    if any(is_simulated_route(a.get("route", "")) for a in world.get("agents", [])):
         sub += " · SIMULATED behaviour"
     fig.update_layout(
         title={"text": f"{title}<br><sup>{sub}</sup>"},

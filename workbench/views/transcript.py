@@ -7,6 +7,7 @@ from typing import Any
 
 from workbench.views.escape import esc_html
 from workbench.views.steps import agent_lanes, effect_summary, lane_label, op_kind, ordered, submission_correct
+from workbench.models.factory import is_simulated_route
 
 _BOX = "font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;line-height:1.4;max-width:980px"
 _PRE = ("white-space:pre-wrap;word-break:break-word;margin:4px 0;padding:6px 8px;border-radius:4px;"
@@ -71,7 +72,7 @@ def transcript_html(world: dict[str, Any], steps: list[dict[str, Any]], agent: s
     else:
         answer = "no answer"
     route = info.get("route", "")
-    sim = _tag("simulated", "#8c564b") if str(route).startswith("sim/") else ""
+    sim = _tag("simulated", "#8c564b") if is_simulated_route(str(route)) else ""
     summary = (f"<b>{esc_html(lane_label(agent, info.get('role', '')))}</b> · {esc_html(route)}{sim} · "
                f"{len(mine)} steps · {answer}")
     body = [f'<details style="margin:4px 0 4px 12px"><summary>system prompt</summary>'
