@@ -1,0 +1,1 @@
+"""The recall world: role-played teams sharing one vector memory, scored on recalling facts."""
