@@ -2,6 +2,8 @@
 change to worlds, and the async scheduler copes with clients that really wait."""
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import json
 import time
