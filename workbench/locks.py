@@ -56,9 +56,13 @@ def study_files(params: str | Path) -> tuple[dict[str, str], dict[str, Any]]:
 
     study = load_study(params)
     kind = study.kind
-    paths: set[Path] = {Path(params).resolve(), ANALYSIS_NOTEBOOK.resolve()}
+    own = getattr(kind, "REPORT_NOTEBOOK", None)
+    notebook = ROOT / "notebooks" / f"{own}.ipynb" if own else ANALYSIS_NOTEBOOK
+    paths: set[Path] = {Path(params).resolve(), notebook.resolve()}
     for c in study.cells:
         paths.update(p.resolve() for p in sorted(kind.template_root(c.spec, study.base_dir).rglob("*.txt")))
+        if hasattr(kind, "design_files"):  # a kind's own inputs: scenario scripts, task data
+            paths.update(Path(p).resolve() for p in kind.design_files(c.spec, study.base_dir))
     for pattern in METRIC_CODE:
         paths.update(p.resolve() for p in PACKAGE.glob(pattern))
     files = {_name(p): sha256_bytes(p.read_bytes()) for p in sorted(paths)}
