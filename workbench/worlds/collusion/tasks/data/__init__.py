@@ -1,0 +1,1 @@
+"""Task data authored for this project (no copied task data)."""
