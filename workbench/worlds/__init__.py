@@ -9,6 +9,7 @@ from types import ModuleType
 
 KINDS: dict[str, str] = {
     "stigmergy": "workbench.worlds.stigmergy",
+    "recall": "workbench.worlds.recall",
 }
 
 

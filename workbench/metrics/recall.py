@@ -1,0 +1,285 @@
+"""Metrics of the recall world, from its records alone (pure functions).
+
+The unit of analysis is the recall: one row per recall probe of a finished
+world. Rates are k/n over recalls of *valid* worlds (every recall answered,
+every verdict parsed) with 95% Wilson intervals; the same over all worlds
+sits beside them in ``all``. Differences between conditions use Newcombe's
+interval (the cells are run as independent samples) and, beside it, an exact
+McNemar test on the recalls paired by script, repetition and turn (world ``i``
+of every cell plays the same script with the same agent draws). No
+multiple-comparison correction is applied: say so when comparing many cells.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, TextIO
+
+import pandas as pd
+
+from workbench.stats import mcnemar_paired, newcombe, wilson
+
+MODES = ("belief_asymmetry", "authority_collapse", "memory_anchoring")
+_DEFAULTS = {"alpha": None, "beta": None, "gamma": None, "invalidation": None, "k": 3, "embedder": "lexical",
+             "scoring": "exact", "script_ids": None, "domains": None, "scripts": "recall/scripts",
+             "conflict_similarity": 0.8}
+
+
+def _simulated(route: str) -> bool:
+    from workbench.models.factory import is_simulated_route
+
+    return is_simulated_route(route)
+
+
+def world_row(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-world metrics stored in the world record under ``metrics``."""
+    recalls = world.get("recalls", [])
+    by_mode: dict[str, list[int]] = {}
+    for r in recalls:
+        k_n = by_mode.setdefault(r["failure_mode"] or "none", [0, 0])
+        k_n[0] += bool(r.get("correct"))
+        k_n[1] += 1
+    log = world.get("memory_log", [])
+    tokens = sum(int(s["reply"].get("usage", {}).get("prompt_tokens", 0) or 0)
+                 + int(s["reply"].get("usage", {}).get("completion_tokens", 0) or 0) for s in steps)
+    n_correct = sum(bool(r.get("correct")) for r in recalls)
+    return {
+        "n_recalls": len(recalls), "n_correct": n_correct,
+        "accuracy": n_correct / len(recalls) if recalls else None,
+        "n_correct_exact": sum(bool(r.get("correct_exact")) for r in recalls),
+        "by_failure_mode": by_mode,
+        "n_retrievals": len(world.get("retrievals", [])),
+        "n_writes": sum(1 for e in log if e["source"] != "initial_fact"),
+        "n_removed": sum(len(e["removed"]) for e in log),
+        "n_refused": sum(1 for e in log if e["refused"]),
+        "truth_retrieved": sum(1 for r in recalls if r.get("truth_rank") is not None),
+        "truth_top": sum(1 for r in recalls if r.get("truth_rank") == 1),
+        "steps": len(steps), "tokens": tokens,
+    }
+
+
+def model_of(world: dict[str, Any]) -> str:
+    """The agents' routes (never the judge's), joined: the model setting of a cell."""
+    routes = sorted({a["route"] for a in world.get("agents", []) if a["agent"] != "judge"})
+    return "+".join(routes) or str(world.get("cell", {}).get("model"))
+
+
+def variant_of(cell: dict[str, Any]) -> str:
+    """The cell's settings other than model and condition that differ from the defaults,
+    so that tables never pool cells that differ in another factor."""
+    parts = []
+    for key, default in _DEFAULTS.items():
+        if key in cell and cell[key] != default:
+            parts.append(f"{key}={json.dumps(cell[key]) if isinstance(cell[key], list) else cell[key]}")
+    return "; ".join(parts)
+
+
+def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per recall of every finished world."""
+    rows = []
+    for w in worlds:
+        if w.get("world_kind") != "recall":
+            continue
+        cell = w.get("cell", {})
+        base = {"world_id": w["world_id"], "cell_id": w["cell_id"], "cell_label": w.get("cell_label") or w["cell_id"],
+                "model": model_of(w), "variant": variant_of(cell), "condition": cell.get("condition"),
+                "scoring": cell.get("scoring", "exact"), "script_id": w["script"]["script_id"],
+                "domain": w["script"]["domain"], "repetition": w.get("repetition"),
+                "world_index": w.get("world_index"), "valid": bool(w.get("valid")),
+                "failed": bool(w.get("failed")),
+                "simulated": all(_simulated(a["route"]) for a in w.get("agents", []))}
+        for r in w.get("recalls", []):
+            judge = r.get("judge") or {}
+            rows.append({**base, "turn": r["turn"], "role": r["role"], "route": r["route"],
+                         "failure_mode": r["failure_mode"], "target_fact_id": r["target_fact_id"],
+                         "correct": bool(r.get("correct")), "correct_exact": bool(r.get("correct_exact")),
+                         "judge_verdict": judge.get("verdict"), "truth_rank": r.get("truth_rank"),
+                         "top_entry_correct": bool(r.get("top_entry_correct")),
+                         "n_in_context": len(r["context"]["entry_ids"]), "own_turns": len(r["context"]["own_turns"]),
+                         "answer": r.get("answer"), "ground_truth": " | ".join(r["ground_truth"])})
+    cols = ["world_id", "cell_id", "cell_label", "model", "variant", "condition", "scoring", "script_id", "domain",
+            "repetition", "world_index", "valid", "failed", "simulated", "turn", "role", "route", "failure_mode",
+            "target_fact_id", "correct", "correct_exact", "judge_verdict", "truth_rank", "top_entry_correct",
+            "n_in_context", "own_turns", "answer", "ground_truth"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _rate(k: int, n: int) -> dict[str, Any]:
+    low, high = wilson(k, n)
+    return {"k": k, "n": n, "k/n": f"{k}/{n}", "rate": (k / n) if n else float("nan"), "low": low, "high": high}
+
+
+def accuracy_table(frame: pd.DataFrame, by: list[str], metric: str = "correct") -> pd.DataFrame:
+    """k/n of ``metric`` over recalls of valid worlds per group, Wilson interval, and
+    the same over all worlds in ``all``."""
+    rows = []
+    if frame.empty:
+        return pd.DataFrame(columns=[*by, "k", "n", "k/n", "rate", "low", "high", "all"])
+    for key, g in frame.groupby(by, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        v = g[g["valid"]]
+        rows.append({**dict(zip(by, key)), **_rate(int(v[metric].sum()), len(v)),
+                     "all": f"{int(g[metric].sum())}/{len(g)}"})
+    return pd.DataFrame(rows)
+
+
+def reference_condition(conditions: Iterable[str]) -> str | None:
+    cs = list(dict.fromkeys(conditions))
+    for c in ("naive", "baseline"):
+        if c in cs:
+            return c
+    return cs[0] if cs else None
+
+
+def condition_differences(frame: pd.DataFrame, reference: str | None = None) -> pd.DataFrame:
+    """Accuracy of each condition minus the reference condition's (default naive), per
+    model setting and failure mode (and over all modes), with Newcombe's interval and
+    an exact McNemar test on recalls paired by script, repetition and turn."""
+    cols = ["model", "variant", "failure_mode", "condition", "reference", "k/n", "reference k/n", "diff", "low",
+            "high", "pairs", "only_condition", "only_reference", "p_mcnemar"]
+    v = frame[frame["valid"]] if not frame.empty else frame
+    if v.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for (model, variant), g in v.groupby(["model", "variant"], sort=True):
+        ref = reference or reference_condition(sorted(g["condition"].unique()))
+        if ref not in set(g["condition"]):
+            continue
+        for mode in ["all", *sorted(g["failure_mode"].unique())]:
+            gm = g if mode == "all" else g[g["failure_mode"] == mode]
+            r = gm[gm["condition"] == ref]
+            for cond in sorted(set(gm["condition"]) - {ref}):
+                c = gm[gm["condition"] == cond]
+                k1, n1, k2, n2 = int(c["correct"].sum()), len(c), int(r["correct"].sum()), len(r)
+                diff, low, high = newcombe(k1, n1, k2, n2)
+                key = ["script_id", "repetition", "turn"]
+                paired = c[key + ["correct"]].merge(r[key + ["correct"]], on=key, suffixes=("_c", "_r"))
+                m = mcnemar_paired(list(paired["correct_c"]), list(paired["correct_r"]))
+                rows.append({"model": model, "variant": variant, "failure_mode": mode, "condition": cond,
+                             "reference": ref, "k/n": f"{k1}/{n1}", "reference k/n": f"{k2}/{n2}", "diff": diff,
+                             "low": low, "high": high, "pairs": int(m["n"]), "only_condition": int(m["only_a"]),
+                             "only_reference": int(m["only_b"]), "p_mcnemar": float(m["pvalue"])})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def world_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per world: validity, accuracy and memory activity."""
+    rows = []
+    for w in worlds:
+        if w.get("world_kind") != "recall":
+            continue
+        m = w.get("metrics") or world_row(w, [])
+        rows.append({"world_id": w["world_id"], "cell_id": w["cell_id"], "cell_label": w.get("cell_label"),
+                     "model": model_of(w), "condition": w["cell"].get("condition"),
+                     "script_id": w["script"]["script_id"], "domain": w["script"]["domain"],
+                     "repetition": w.get("repetition"), "valid": bool(w.get("valid")), "failed": bool(w.get("failed")),
+                     **{k: m.get(k) for k in ("n_recalls", "n_correct", "accuracy", "n_retrievals", "n_writes",
+                                               "n_removed", "n_refused", "truth_retrieved", "truth_top", "steps",
+                                               "tokens")}})
+    return pd.DataFrame(rows)
+
+
+def metric_tables(worlds: Iterable[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """Every table ``workbench metrics`` writes for a recall run set."""
+    worlds = list(worlds)
+    f = recall_frame(worlds)
+    return {
+        "by_condition": accuracy_table(f, ["model", "variant", "condition"]),
+        "by_mode_condition": accuracy_table(f, ["model", "variant", "failure_mode", "condition"]),
+        "by_domain_mode_condition": accuracy_table(f, ["model", "variant", "domain", "failure_mode", "condition"]),
+        "truth_top_ranked": accuracy_table(f, ["model", "variant", "failure_mode", "condition"], "top_entry_correct"),
+        "differences": condition_differences(f),
+        "worlds": world_frame(worlds),
+        "recalls": f,
+    }
+
+
+def _pct(k: int, n: int) -> str:
+    if not n:
+        return "—"
+    low, high = wilson(k, n)
+    return f"{k / n:5.1%} [{low:.0%},{high:.0%}] {k}/{n}"
+
+
+def summary_text(worlds: list[dict[str, Any]]) -> str:
+    """The per-cell table ``workbench run`` prints: worlds, validity, recall accuracy
+    over valid worlds with Wilson intervals, overall and per failure mode."""
+    f = recall_frame(worlds)
+    lines = []
+    by_cell: dict[str, list[dict[str, Any]]] = {}
+    for w in worlds:
+        by_cell.setdefault(w["cell_id"], []).append(w)
+    head = f"{'cell':<44} {'worlds':>6} {'valid':>5}  {'accuracy':<26}" + "".join(f" {m:<26}" for m in MODES)
+    lines.append(head)
+    for cid, ws in by_cell.items():
+        label = str(ws[0].get("cell_label") or cid)
+        g = f[(f["cell_id"] == cid) & f["valid"]] if not f.empty else f
+        row = f"{label[:44]:<44} {len(ws):>6} {sum(bool(w['valid']) for w in ws):>5}  "
+        row += f"{_pct(int(g['correct'].sum()), len(g)) if len(g) else '—':<26}"
+        for m in MODES:
+            gm = g[g["failure_mode"] == m] if len(g) else g
+            row += f" {_pct(int(gm['correct'].sum()), len(gm)) if len(gm) else '—':<26}"
+        lines.append(row)
+    lines.append("Accuracy: recalls of valid worlds, 95% Wilson intervals; no multiple-comparison correction.")
+    return "\n".join(lines)
+
+
+def _short(text: Any, n: int = 90) -> str:
+    s = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: TextIO, full: bool = False) -> None:
+    """``workbench replay DIR --world ID``: the script, then every turn with what was
+    written, retrieved and answered."""
+    s = world["script"]
+    r = world["retrieval"]
+    out.write(f"world {world['world_id']}  cell {world['cell_id']} ({world.get('cell_label', '')})  seed {world['seed']}\n")
+    out.write(f"script {s['script_id']} ({s['domain']}, repetition {world.get('repetition')})  "
+              f"condition {world['cell']['condition']}  valid {world['valid']}  failed {bool(world['failed'])}\n")
+    if r["memory"]:
+        out.write(f"memory: alpha {r['alpha']} beta {r['beta']} gamma {r['gamma']} k {r['k']} "
+                  f"invalidation {r['invalidation']} embedder {r['embedder']} authors shown {r['authors_shown']} "
+                  f"namespaced {r['namespaced']}\n")
+    else:
+        out.write("memory: none (baseline)\n")
+    for a in world["agents"]:
+        out.write(f"  {a['agent']:<22} {a['route']:<26} authority {a['authority']}\n")
+    writes: dict[int, list[dict[str, Any]]] = {}
+    for e in world["memory_log"]:
+        writes.setdefault(e["turn"], []).append(e)
+    retr = {(x["turn"], x["agent"]): x for x in world["retrievals"]}
+    recalls = {x["turn"]: x for x in world["recalls"]}
+    for e in writes.get(0, []):
+        out.write(f"  fact {e['fact_id']}: {_short(e['text'])} (authority {e['authority']})\n")
+    out.write("--- turns ---\n")
+    for t in world["turns"]:
+        tag = "RECALL" if t["is_recall"] else ("write " if t["write_to_memory"] else "      ")
+        out.write(f"{t['turn']:>3} {t['role']:<20} {tag}")
+        if not t["is_recall"]:
+            out.write(f" reply: {_short(t['reply'], 60)}\n")
+        for e in writes.get(t["turn"], []):
+            state = "refused" if e["refused"] else f"entry {e['entry']['entry_id']}"
+            out.write(f"      memory += {_short(e['text'], 70)} ({state})\n")
+            for x in e["removed"]:
+                out.write(f"      invalidated entry {x['entry_id']} by {x['author_role']}: {_short(x['text'], 60)}\n")
+        if t["is_recall"]:
+            rc = recalls.get(t["turn"], {})
+            rt = retr.get((t["turn"], t["role"]))
+            out.write(f" [{rc.get('failure_mode')}] {_short(rc.get('query'), 60)}\n")
+            if rt is not None:
+                for h in rt["hits"]:
+                    out.write(f"      #{h['rank']} {h['score']:.3f} (sim {h['similarity']:.3f}) {h['author_role']:<18} "
+                              f"{_short(h['text'], 60)}\n")
+            out.write(f"      own turns in context: {rc.get('context', {}).get('own_turns')}\n")
+            verdict = rc.get("judge")
+            out.write(f"      answer: {_short(rc.get('answer'), 70)}  expected {rc.get('ground_truth')}  "
+                      f"correct {rc.get('correct')}" + (f" (judge {verdict['verdict']})" if verdict else "") + "\n")
+    if full:
+        for st in steps:
+            out.write(f"--- step {st['seq']} {st['agent']} turn {st['turn']} {st['purpose']} ---\n"
+                      f"{st['request']['prompt']}\n>>> {st['reply'].get('text') or st['reply'].get('error')}\n")
+    m = world.get("metrics") or {}
+    if m:
+        out.write(f"--- metrics --- recalls {m.get('n_recalls')} correct {m.get('n_correct')} "
+                  f"retrievals {m.get('n_retrievals')} removed {m.get('n_removed')}\n")

@@ -1,0 +1,53 @@
+"""Rendering the recall world's messages from its templates
+(``params/prompts/recall``): the wording lives in the files, the assembly here."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from workbench.templates import TemplateSet
+
+
+def _r(t: TemplateSet, name: str, **values: Any) -> str:
+    return t.render(name, **values).rstrip("\n")
+
+
+def _one_line(text: str) -> str:
+    """Memory entries are shown one per line, whatever their author wrote."""
+    return " ".join(str(text).split())
+
+
+def system_prompt(t: TemplateSet, *, brief: str, role: str, domain: str, team: Sequence[str], memory: bool) -> str:
+    para = _r(t, "memory_paragraph" if memory else "memory_paragraph_none")
+    return _r(t, "system", brief=brief, role_label=role.replace("_", " "), domain=domain,
+              team=", ".join(r.replace("_", " ") for r in team), memory_paragraph=para)
+
+
+def turn_message(t: TemplateSet, *, turn: int, content: str) -> str:
+    return _r(t, "turn", turn=turn, content=content)
+
+
+def memory_block(t: TemplateSet, hits: Sequence[dict[str, Any]] | None, *, authors: bool) -> str:
+    """``hits``: hit records in rank order; None when the condition has no memory."""
+    if hits is None:
+        return _r(t, "no_memory")
+    if not hits:
+        return _r(t, "memory_empty")
+    lines = []
+    for h in hits:
+        e = h  # a flat hit record: entry fields, rank and scores
+        if authors:
+            lines.append(_r(t, "memory_line_authored", author=e["author_role"], authority=f"{float(e['authority']):.2f}",
+                            text=_one_line(e["text"])))
+        else:
+            lines.append(_r(t, "memory_line", text=_one_line(e["text"])))
+    return _r(t, "memory_block", lines="\n".join(lines))
+
+
+def recall_message(t: TemplateSet, *, turn: int, content: str, memory: str, query: str) -> str:
+    return _r(t, "recall", turn=turn, content=content, memory=memory, query=_one_line(query))
+
+
+def judge_messages(t: TemplateSet, *, query: str, accepted: Sequence[str], answer: str) -> list[dict[str, str]]:
+    acc = "\n".join(_r(t, "judge_accepted", text=_one_line(a)) for a in accepted)
+    return [{"role": "system", "content": _r(t, "judge_system")},
+            {"role": "user", "content": _r(t, "judge", query=_one_line(query), accepted=acc, answer=answer)}]

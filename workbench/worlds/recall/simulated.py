@@ -1,0 +1,376 @@
+"""Simulated role-played agents and the simulated judge of the recall world.
+
+A simulated agent acts only on the text of the messages it is sent, like a
+real model. On a recall question it collects candidates from its context:
+
+- the "Shared memory" lines of the question (retrieved entries, in rank order,
+  with author and authority when the prompt shows them);
+- its own earlier statements (the turn contents it voiced, in its private
+  history) that share content words with the question.
+
+A candidate's *value* is its set of date/number/amount/dose/name-like tokens
+that the question does not contain. The profile decides which candidate the
+agent repeats as its answer:
+
+- ``self_trust``: the chance it answers from its own earlier statement when
+  one is on topic (stale private reasoning over fresh memory: belief asymmetry);
+- ``authority_sensitivity``: when authors are shown, the chance it takes the
+  highest-authority entry;
+- ``rank_trust``: the chance it takes the top-ranked entry (a wrong entry that
+  outranks the right one: authority collapse);
+- otherwise it weighs the entries: a rank prior, plus ``conformity`` × how many
+  other entries repeat its value (memory anchoring), plus ``update_cue`` when the
+  entry says it corrects or supersedes something, plus ``authority_sensitivity``
+  × its authority when shown.
+
+So the failure modes arise from what retrieval put in front of the agent and
+from its disposition, never from a table of outcomes. Every draw is made at
+every recall in the same order, so worlds with the same seed are paired
+across conditions. Everything here is simulated behaviour, never a
+measurement of a model: replies carry ``extra.simulated = True``.
+
+The simulated judge reads the judge prompt (question, accepted answers, the
+answer) and compares canonical values (dates in any common format, amounts,
+numbers with units; words otherwise), so it accepts paraphrases that
+substring matching misses and refuses wrong values.
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workbench.models.base import ModelReply, ModelRequest, approx_tokens
+
+PREFIX = "sim-recall"
+JUDGE = "judge"
+
+
+class Cues(BaseModel):
+    """Regular expressions by which a simulated agent reads its prompts. They match
+    the shipped templates in params/prompts/recall; reworded templates need these
+    adjusted (as a profile field)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    statement: str = r"(?s)^\[turn (\d+)\] Your statement to the team:\n(.*?)\n---"
+    question: str = r"(?m)^Question: (.*)$"
+    memory_header: str = r"(?m)^Shared memory \(.*\):$"
+    memory_line: str = r"^- (.*)$"
+    authored: str = r"^\(([\w .-]+), authority ([0-9.]+)\) (.*)$"
+    judge_question: str = r"(?m)^Question: (.*)$"
+    judge_accepted: str = r"(?m)^Accepted answer: (.*)$"
+    judge_answer: str = r"(?s)Answer to judge:\n<<<\n(.*?)\n>>>"
+    update: str = r"(?i)\b(correct(ed|ion)|supersed\w*|updat\w*|revis\w*|amend\w*|chang\w*|now|instead|replac\w*|moved)\b"
+
+
+class RecallProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    description: str = ""
+    self_trust: float = Field(0.2, ge=0, le=1)
+    rank_trust: float = Field(0.8, ge=0, le=1)
+    conformity: float = Field(0.3, ge=0, le=5)
+    authority_sensitivity: float = Field(0.5, ge=0, le=1)
+    update_cue: float = Field(0.3, ge=0, le=5)
+    latency_median_s: float = Field(1.5, gt=0)
+    latency_sigma: float = Field(0.4, ge=0)
+    cues: Cues = Field(default_factory=Cues)
+
+
+PROFILES: dict[str, RecallProfile] = {p.name: p for p in [
+    RecallProfile(name="trusting", description="takes the top-ranked memory entry; little trust in its own notes",
+                  self_trust=0.1, rank_trust=0.9, conformity=0.2, authority_sensitivity=0.6, update_cue=0.2),
+    RecallProfile(name="self-anchored", description="answers from its own earlier statements when it has one",
+                  self_trust=0.85, rank_trust=0.8, conformity=0.2, authority_sensitivity=0.5, update_cue=0.2),
+    RecallProfile(name="conformist", description="goes with the value most entries repeat",
+                  self_trust=0.2, rank_trust=0.2, conformity=1.5, authority_sensitivity=0.2, update_cue=0.0),
+    RecallProfile(name="careful", description="weighs entries, prefers corrections and senior authors",
+                  self_trust=0.1, rank_trust=0.2, conformity=0.1, authority_sensitivity=0.9, update_cue=1.0),
+]}
+
+_STOP = frozenset("""a an the and or of to in on at for by with from as is are was were be been being this that these
+those it its what which who whom whose when where how why do does did current currently now our your their his her
+we you they i me my us them has have had will would shall should can could may might must not no yes than then
+there here please confirm tell give state value exact answer latest new old file matter team record""".split())
+_MONTHS = {m: i + 1 for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
+                                           "september", "october", "november", "december"])}
+_MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
+_MONTHS["sept"] = 9
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d,.:/-]*\d%?|\d%?")
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def _stem(w: str) -> str:
+    w = w.lower().strip("'-")
+    return w[:-1] if len(w) > 4 and w.endswith("s") and not w.endswith("ss") else w
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-case, crudely stemmed words of three letters or more that carry meaning."""
+    return {_stem(w) for w in words(text) if w[0].isalpha() and len(w) >= 3 and w.lower() not in _STOP}
+
+
+def value_tokens(text: str, query: str = "") -> frozenset[str]:
+    """Date/number/amount/dose/name-like tokens of ``text`` that ``query`` does not hold:
+    tokens with a digit, month names, and capitalised words that do not start a sentence."""
+    q = {w.lower() for w in words(query)}
+    out: set[str] = set()
+    toks = re.findall(r"\S+", text)
+    for i, raw in enumerate(toks):
+        w = raw.strip(".,;:!?()[]\"'")
+        if not w:
+            continue
+        lw = w.lower()
+        if lw in q:
+            continue
+        starts = i == 0 or toks[i - 1].endswith((".", "!", "?", ":"))
+        if any(c.isdigit() for c in w) or lw in _MONTHS and len(lw) > 3 or (w[0].isupper() and not starts
+                                                                           and lw not in _STOP and len(w) > 1):
+            out.add(lw.rstrip(".,"))
+    return frozenset(out)
+
+
+@dataclass
+class Candidate:
+    text: str
+    source: str  # "memory" or "own"
+    rank: int | None = None  # memory rank, 1-based
+    turn: int | None = None  # own statement's turn
+    author: str | None = None
+    authority: float | None = None
+
+
+def parse_memory(prompt: str, cues: Cues) -> list[Candidate]:
+    """The shared-memory lines of a recall prompt, in the order shown."""
+    m = re.search(cues.memory_header, prompt)
+    if not m:
+        return []
+    out: list[Candidate] = []
+    for line in prompt[m.end():].lstrip("\n").splitlines():
+        lm = re.match(cues.memory_line, line)
+        if not lm:
+            break
+        body = lm.group(1)
+        am = re.match(cues.authored, body)
+        if am:
+            try:
+                authority: float | None = float(am.group(2))
+            except ValueError:
+                authority = None
+            out.append(Candidate(am.group(3), "memory", rank=len(out) + 1, author=am.group(1), authority=authority))
+        else:
+            out.append(Candidate(body, "memory", rank=len(out) + 1))
+    return out
+
+
+def parse_own_statements(messages: list[dict[str, str]], cues: Cues) -> list[Candidate]:
+    out = []
+    for msg in messages[:-1]:
+        if msg.get("role") != "user":
+            continue
+        m = re.search(cues.statement, msg.get("content", ""))
+        if m:
+            out.append(Candidate(m.group(2).strip(), "own", turn=int(m.group(1))))
+    return out
+
+
+def choose(profile: RecallProfile, query: str, own: list[Candidate], memory: list[Candidate],
+           draws: tuple[float, float, float]) -> tuple[Candidate | None, str]:
+    """The candidate the agent repeats, and why (recorded in the reply's extra)."""
+    d_self, d_auth, d_rank = draws
+    qwords = content_words(query)
+    on_topic = [c for c in own if qwords & content_words(c.text) and value_tokens(c.text, query)]
+    best_own = max(on_topic, key=lambda c: (len(qwords & content_words(c.text)), c.turn or 0), default=None)
+    mem = [c for c in memory if value_tokens(c.text, query)]
+    if best_own is not None and (not mem or d_self < profile.self_trust):
+        return best_own, "own statement"
+    if not mem:
+        return None, "nothing in context"
+    shown = [c for c in mem if c.authority is not None]
+    if shown and d_auth < profile.authority_sensitivity:
+        top = max(shown, key=lambda c: (c.authority, -(c.rank or 0)))
+        return top, "highest authority"
+    if d_rank < profile.rank_trust:
+        return mem[0], "top rank"
+    values = [value_tokens(c.text, query) for c in mem]
+    n = len(mem)
+
+    def weight(i: int) -> float:
+        c = mem[i]
+        support = sum(1 for j in range(n) if j != i and values[i] & values[j])
+        w = 1.0 - i / n + profile.conformity * support / max(1, n - 1)
+        if re.search(profile.cues.update, c.text):
+            w += profile.update_cue
+        if c.authority is not None:
+            w += profile.authority_sensitivity * c.authority
+        return w
+
+    best = max(range(n), key=lambda i: (weight(i), -i))
+    return mem[best], "weighed"
+
+
+_ACKS = ("Noted.", "Understood, I will keep that in mind.", "Thanks, noted for the file.", "Agreed.",
+         "Got it; proceeding on that basis.")
+
+
+class RecallSimulatedClient:
+    """One simulated team member; seeded, acting only on the messages it receives."""
+
+    virtual_time = True
+
+    def __init__(self, profile: RecallProfile, seed: int, route: str) -> None:
+        self.profile = profile
+        self.route = route
+        self.rng = random.Random(seed)
+
+    def _latency(self) -> float:
+        p = self.profile
+        return round(p.latency_median_s * math.exp(self.rng.gauss(0.0, p.latency_sigma)), 6)
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        cues = self.profile.cues
+        prompt = request.messages[-1]["content"] if request.messages else ""
+        q = re.search(cues.question, prompt)
+        extra: dict[str, Any] = {"simulated": True, "profile": self.profile.name}
+        if q is None:
+            text = self.rng.choice(_ACKS)
+        else:
+            query = q.group(1).strip()
+            draws = (self.rng.random(), self.rng.random(), self.rng.random())
+            own = parse_own_statements(request.messages, cues)
+            memory = parse_memory(prompt, cues)
+            picked, why = choose(self.profile, query, own, memory, draws)
+            text = picked.text if picked is not None else "I do not know."
+            extra.update(chose=why, source=picked.source if picked else None,
+                         rank=picked.rank if picked else None, own_turn=picked.turn if picked else None)
+        latency = self._latency()
+        prompt_tokens = sum(approx_tokens(m["content"]) for m in request.messages)
+        return ModelReply(text=text, latency_s=latency, route=self.route, model_returned=self.route,
+                          usage={"prompt_tokens": prompt_tokens, "completion_tokens": approx_tokens(text)},
+                          cost_usd=0.0, params_requested=dict(request.params), extra=extra)
+
+
+# -- the simulated judge ---------------------------------------------------------------
+_DATE_MDY = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b")
+_DATE_DMY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([A-Za-z]{3,9})\.?,?\s+(\d{4})\b")
+_DATE_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+_DATE_US = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
+_NUMBER = re.compile(r"(?<![\w.])([$€£]?)\s?(\d[\d,]*(?:\.\d+)?)\s*(%|percent|bps|basis points|million|billion|"
+                     r"thousand|[kKmMbB]n?\b|mg/kg|mg|mcg|g|ml|mL|units?|iu|IU|hours?|days?|weeks?|months?|years?|"
+                     r"shares?)?")
+_SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "mn": 1e6, "billion": 1e9, "b": 1e9, "bn": 1e9}
+
+
+def canonical_values(text: str) -> set[str]:
+    """Typed canonical values in ``text``: ``date:YYYY-MM-DD``, ``num:VALUE[unit]``."""
+    out: set[str] = set()
+    spans: list[tuple[int, int]] = []
+
+    def date(y: str, mo: int, d: str, span: tuple[int, int]) -> None:
+        if 1 <= mo <= 12 and 1 <= int(d) <= 31:
+            out.add(f"date:{int(y):04d}-{mo:02d}-{int(d):02d}")
+            spans.append(span)
+
+    for m in _DATE_MDY.finditer(text):
+        if m.group(1).lower() in _MONTHS:
+            date(m.group(3), _MONTHS[m.group(1).lower()], m.group(2), m.span())
+    for m in _DATE_DMY.finditer(text):
+        if m.group(2).lower() in _MONTHS:
+            date(m.group(3), _MONTHS[m.group(2).lower()], m.group(1), m.span())
+    for m in _DATE_ISO.finditer(text):
+        date(m.group(1), int(m.group(2)), m.group(3), m.span())
+    for m in _DATE_US.finditer(text):
+        date(m.group(3), int(m.group(1)), m.group(2), m.span())
+    for m in _NUMBER.finditer(text):
+        if any(a <= m.start(2) < b for a, b in spans):
+            continue
+        try:
+            value = float(m.group(2).replace(",", ""))
+        except ValueError:
+            continue
+        unit = (m.group(3) or "").lower()
+        if unit in _SCALE:
+            value *= _SCALE[unit]
+            unit = ""
+        unit = {"percent": "%", "basis points": "bps", "unit": "units", "hour": "hours", "day": "days",
+                "week": "weeks", "month": "months", "year": "years", "share": "shares"}.get(unit, unit)
+        if m.group(1):
+            unit = "money" + unit
+        out.add(f"num:{value:g}{unit}")
+    return out
+
+
+def judge_match(answer: str, accepted: list[str]) -> bool:
+    """True when the answer holds every canonical value of one accepted answer (or,
+    for an accepted answer without values, all of its content words)."""
+    vals = canonical_values(answer)
+    awords = content_words(answer) | {w.lower() for w in words(answer)}
+    for acc in accepted:
+        need = canonical_values(acc)
+        if need:
+            if need <= vals:
+                return True
+        else:
+            cw = {w.lower() for w in words(acc)}
+            if cw and cw <= awords:
+                return True
+    return False
+
+
+class SimulatedJudge:
+    """Reads the judge prompt and answers CORRECT or INCORRECT with a short reason."""
+
+    virtual_time = True
+
+    def __init__(self, seed: int, route: str, cues: Cues | None = None) -> None:
+        self.route = route
+        self.cues = cues or Cues()
+        self.rng = random.Random(seed)
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        prompt = request.messages[-1]["content"] if request.messages else ""
+        accepted = [a.strip() for a in re.findall(self.cues.judge_accepted, prompt)]
+        m = re.search(self.cues.judge_answer, prompt)
+        if not accepted or m is None:
+            text = "I cannot judge: the prompt gives no accepted answer or no answer."
+        elif judge_match(m.group(1), accepted):
+            text = "CORRECT: the answer states the accepted value."
+        else:
+            text = "INCORRECT: the answer does not state the accepted value."
+        latency = round(0.8 * math.exp(self.rng.gauss(0.0, 0.3)), 6)
+        prompt_tokens = sum(approx_tokens(x["content"]) for x in request.messages)
+        return ModelReply(text=text, latency_s=latency, route=self.route, model_returned=self.route,
+                          usage={"prompt_tokens": prompt_tokens, "completion_tokens": approx_tokens(text)},
+                          cost_usd=0.0, params_requested=dict(request.params),
+                          extra={"simulated": True, "profile": JUDGE})
+
+
+# -- the route family -------------------------------------------------------------------
+def check(route: str) -> None:
+    """ValueError naming the known profiles for a route this family cannot build."""
+    name = route.split("/", 1)[1] if "/" in route else ""
+    if name != JUDGE and name not in PROFILES:
+        raise ValueError(f"unknown simulated recall profile {name!r} in {route!r}; expected "
+                         f"{PREFIX}/<profile> with one of {', '.join(sorted(PROFILES))}, or {PREFIX}/{JUDGE}")
+
+
+def build(route: str, *, seed: int, **options: Any) -> RecallSimulatedClient | SimulatedJudge:
+    """Options of real clients (budget, cache) are ignored: nothing is spent here."""
+    check(route)
+    name = route.split("/", 1)[1]
+    if name == JUDGE:
+        return SimulatedJudge(seed, route)
+    return RecallSimulatedClient(PROFILES[name], seed, route)
+
+
+def register() -> None:
+    from workbench.models.factory import register_route
+
+    register_route(PREFIX, build, check=check)

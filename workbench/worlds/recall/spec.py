@@ -1,0 +1,143 @@
+"""The parameters of one cell of a recall study (validated with pydantic).
+
+A cell is a retrieval condition × a model setting. The condition fixes the
+default retrieval weights and whether memory is shared, namespaced or shown
+with its authors; every weight can still be overridden per cell, so an
+ablation is a cell, not a code change."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Condition = Literal["baseline", "naive", "lightweight", "lightweight-invalidation", "authors-shown", "namespaced"]
+CONDITIONS: tuple[str, ...] = Condition.__args__  # type: ignore[attr-defined]
+
+#: condition -> (alpha, beta, gamma, invalidation). Naive ignores authority (beta 0);
+#: lightweight weighs it (beta 0.4), as in the source study.
+CONDITION_DEFAULTS: dict[str, tuple[float, float, float, bool]] = {
+    "baseline": (1.0, 0.0, 0.3, False),
+    "naive": (1.0, 0.0, 0.3, False),
+    "lightweight": (1.0, 0.4, 0.3, False),
+    "lightweight-invalidation": (1.0, 0.4, 0.3, True),
+    "authors-shown": (1.0, 0.0, 0.3, False),
+    "namespaced": (1.0, 0.0, 0.3, False),
+}
+DEFAULT_MODEL = "sim-recall/trusting"
+DEFAULT_JUDGE = "sim-recall/judge"
+
+
+class RoleOverride(BaseModel):
+    """Per-role settings: another model, or a script of fixed replies (one per turn
+    the role voices, recall turns included, in order)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = None
+    script: list[str] | None = None
+    latency_s: float | None = Field(None, ge=0, description="fixed latency of a scripted agent (world clock)")
+
+
+class RecallCell(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str | None = Field(None, description="a short name for tables; derived when absent")
+    model: str = Field(DEFAULT_MODEL, description="route of every role without an override")
+    agents: dict[str, RoleOverride] = Field(default_factory=dict, description="per-role overrides, by role name")
+    condition: Condition = "naive"
+    alpha: float | None = Field(None, ge=0, description="similarity weight (default from the condition)")
+    beta: float | None = Field(None, ge=0, description="authority weight (default from the condition)")
+    gamma: float | None = Field(None, ge=0, description="recency weight (default from the condition)")
+    invalidation: bool | None = Field(None, description="remove a lower-authority entry that conflicts with a "
+                                                        "higher-authority one (default from the condition)")
+    conflict_similarity: float = Field(0.8, ge=0, le=1, description="similarity above which two entries about "
+                                                                    "no common fact id conflict")
+    k: int = Field(3, ge=1, le=50, description="retrieved entries per recall")
+    embedder: Literal["lexical", "minilm"] = "lexical"
+    scripts: str = Field("recall/scripts", description="folder or glob of script JSON, relative to the params file")
+    script_ids: list[str] | None = Field(None, description="run only these scripts")
+    domains: list[str] | None = Field(None, description="run only scripts of these domains")
+    scoring: Literal["exact", "judge"] = "exact"
+    judge: str = Field(DEFAULT_JUDGE, description="route of the judge model (scoring: judge)")
+    sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, ...")
+    judge_sampling: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0})
+    prompts: str = Field("prompts/recall", description="template folder, relative to the params file")
+
+    @field_validator("domains")
+    @classmethod
+    def _domains(cls, v: list[str] | None) -> list[str] | None:
+        from workbench.worlds.recall.domains import DOMAINS
+
+        if v is not None:
+            bad = [d for d in v if d not in DOMAINS]
+            if bad:
+                raise ValueError(f"unknown domain(s) {bad}; expected some of {sorted(DOMAINS)}")
+        return v
+
+    @field_validator("agents")
+    @classmethod
+    def _roles(cls, v: dict[str, RoleOverride]) -> dict[str, RoleOverride]:
+        from workbench.worlds.recall.domains import DOMAINS
+
+        known = sorted({r for roles in DOMAINS.values() for r in roles})
+        bad = sorted(set(v) - set(known))
+        if bad:
+            raise ValueError(f"unknown role(s) {bad}; expected roles of the domains: {', '.join(known)}")
+        return v
+
+    @model_validator(mode="after")
+    def _routes(self) -> "RecallCell":
+        if self.model == "scripted":
+            raise ValueError("model 'scripted' needs replies per role: give agents.ROLE.script for the scripted roles "
+                             "and a model route for the rest")
+        for role, o in self.agents.items():
+            if o.model == "scripted" and o.script is None:
+                raise ValueError(f"role {role} uses model 'scripted' but has no agents.{role}.script")
+        return self
+
+    # -- derived settings ---------------------------------------------------------
+    @property
+    def memory(self) -> bool:
+        return self.condition != "baseline"
+
+    @property
+    def authors_shown(self) -> bool:
+        return self.condition == "authors-shown"
+
+    @property
+    def namespaced(self) -> bool:
+        return self.condition == "namespaced"
+
+    def weights(self) -> tuple[float, float, float]:
+        a, b, g, _ = CONDITION_DEFAULTS[self.condition]
+        return (a if self.alpha is None else self.alpha, b if self.beta is None else self.beta,
+                g if self.gamma is None else self.gamma)
+
+    def uses_invalidation(self) -> bool:
+        return CONDITION_DEFAULTS[self.condition][3] if self.invalidation is None else self.invalidation
+
+    def route_for(self, role: str) -> str:
+        o = self.agents.get(role)
+        if o and o.model:
+            return o.model
+        if o and o.script is not None:
+            return "scripted"
+        return self.model
+
+    def agent_routes(self) -> set[str]:
+        return {self.model} | {self.route_for(r) for r in self.agents}
+
+    def describe(self) -> str:
+        if self.label:
+            return self.label
+        parts = ["+".join(sorted(self.agent_routes())), self.condition]
+        a, b, g = self.weights()
+        if (self.alpha, self.beta, self.gamma) != (None, None, None):
+            parts.append(f"w={a:g}/{b:g}/{g:g}")
+        if self.invalidation is not None:
+            parts.append("invalidation" if self.invalidation else "no-invalidation")
+        if self.k != 3:
+            parts.append(f"k={self.k}")
+        if self.embedder != "lexical":
+            parts.append(self.embedder)
+        if self.scoring == "judge":
+            parts.append(f"judge={self.judge}")
+        return " · ".join(parts)

@@ -1,0 +1,387 @@
+"""One recall world: a scripted scenario played turn by turn by role-played
+agents that share one vector memory, with recall probes scored on the way.
+
+A world is one (script, condition, model setting, repetition). World index
+``i`` of a cell runs script ``i mod n_scripts`` (scripts sorted by id, after
+the cell's ``script_ids``/``domains`` filters) as repetition
+``i // n_scripts``; so ``worlds_per_cell = n_scripts × repetitions``. World
+seeds depend on the world index only (see :mod:`workbench.study`), so world
+``i`` of every cell plays the same script with the same agent draws: cells
+are paired by script and repetition.
+
+Every turn: the narrator (``user``) speaks to no agent; its turn may only be
+written to memory. Any other role's agent receives the turn content as a user
+message (its private history keeps every turn it voiced and its replies) and
+replies briefly; if the turn is marked ``write_to_memory`` its scripted content
+(not the reply) is written to shared memory by that role. A recall turn first
+retrieves the top-k entries for the recall query (none in the baseline), shows
+them in the prompt (with authors only in the authors-shown condition), asks
+the query, and scores the reply against the accepted answers (and through the
+judge when the cell says so). Every retrieval, memory write, invalidation and
+recall is recorded; every model call is one step. Time is a world clock (the
+sum of recorded latencies), so a world is deterministic given its seed and
+replies, and replays exactly.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.models.base import ModelClient, ModelReply, ModelRequest
+from workbench.seeding import derive_seed
+from workbench.templates import TemplateSet
+from workbench.worlds.recall import prompts as P
+from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, ROLE_BRIEFS, role_authority
+from workbench.worlds.recall.scoring import answer_text, exact_match, judge_verdict
+from workbench.worlds.recall.scripts import Script, ScriptError, load_scripts
+from workbench.worlds.recall.spec import RecallCell
+
+NAME = "recall"
+SHARED_NS = "shared"  # namespace of the initial facts (the case file), visible to every role
+JUDGE_SLOT = "judge"
+ClientFactory = Callable[[str, str, int, "dict[str, Any]"], ModelClient]
+
+
+@dataclass
+class WorldOutcome:
+    world: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Agent:
+    role: str
+    route: str
+    client: ModelClient
+    messages: list[dict[str, str]]
+    voiced: list[int] = field(default_factory=list)  # turns it voiced (its private history)
+    recalls: int = 0
+
+
+# -- scripts -------------------------------------------------------------------------
+_SCRIPT_CACHE: dict[str, tuple[tuple[tuple[str, int, int], ...], list[Script]]] = {}
+
+
+def scripts_location(cell: RecallCell, base_dir: Path) -> str:
+    return str((Path(base_dir) / cell.scripts)) if not Path(cell.scripts).is_absolute() else cell.scripts
+
+
+def _signature(location: str) -> tuple[tuple[str, int, int], ...]:
+    import glob
+
+    p = Path(location)
+    paths = sorted(p.rglob("*.json")) if p.is_dir() else sorted(Path(x) for x in glob.glob(location, recursive=True))
+    return tuple((str(x), x.stat().st_mtime_ns, x.stat().st_size) for x in paths if x.is_file())
+
+
+def cell_scripts(cell: RecallCell, base_dir: Path) -> list[Script]:
+    """The scripts a cell runs, sorted by id, after its filters (cached while the files are unchanged).
+    Raises ScriptError (naming the file and field) for a bad script or a filter that leaves none."""
+    location = scripts_location(cell, base_dir)
+    sig = _signature(location)
+    cached = _SCRIPT_CACHE.get(location)
+    if cached is None or cached[0] != sig:
+        cached = (sig, load_scripts(location))
+        _SCRIPT_CACHE[location] = cached
+    scripts = cached[1]
+    if cell.script_ids is not None:
+        known = {s.script_id for s in scripts}
+        missing = [i for i in cell.script_ids if i not in known]
+        if missing:
+            raise ScriptError(location, "script_ids", f"no script with id {missing} (known: {', '.join(sorted(known))})")
+        scripts = [s for s in scripts if s.script_id in set(cell.script_ids)]
+    if cell.domains is not None:
+        scripts = [s for s in scripts if s.domain in set(cell.domains)]
+    if not scripts:
+        raise ScriptError(location, "domains", f"no script of domain(s) {cell.domains} among the cell's scripts")
+    return scripts
+
+
+def world_index_of(world_id: str) -> int:
+    """The world index is the number after the last '-' of the world id (``CELL-0007``)."""
+    tail = world_id.rsplit("-", 1)[-1]
+    if not tail.isdigit():
+        raise ValueError(f"world id {world_id!r} does not end in a world number (expected CELL-NNNN)")
+    return int(tail)
+
+
+def _sha256(path: str | None) -> str | None:
+    if path is None or not Path(path).is_file():
+        return None
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# -- memory ----------------------------------------------------------------------------
+_EMBEDDERS: dict[str, Any] = {}
+
+
+def embedder(name: str) -> Any:
+    """One embedder per name per process: loading MiniLM once is enough."""
+    if name not in _EMBEDDERS:
+        from workbench.embeddings import get_embedder
+
+        _EMBEDDERS[name] = get_embedder(name)
+    return _EMBEDDERS[name]
+
+
+def _num(x: Any) -> Any:
+    return round(float(x), 6) if x is not None else None
+
+
+def hit_record(hit: Any) -> dict[str, Any]:
+    """A flat, JSON-able record of one retrieved entry and its scores."""
+    e = hit.entry
+    return {"rank": int(hit.rank), "entry_id": e.entry_id, "text": e.text, "author_role": e.author_role,
+            "authority": _num(e.authority), "turn": int(e.turn), "namespace": e.namespace, "fact_id": e.fact_id,
+            "similarity": _num(hit.similarity), "recency": _num(hit.recency), "score": _num(hit.score)}
+
+
+def entry_record(e: Any) -> dict[str, Any]:
+    return {"entry_id": e.entry_id, "text": e.text, "author_role": e.author_role, "authority": _num(e.authority),
+            "turn": int(e.turn), "namespace": e.namespace, "fact_id": e.fact_id}
+
+
+class RecallWorld:
+    def __init__(self, cell: RecallCell, *, world_id: str, seed: int, templates: TemplateSet, base_dir: Path,
+                 client_factory: ClientFactory, run: int = 1, cell_id: str = "") -> None:
+        self.cell = cell
+        self.world_id = world_id
+        self.cell_id = cell_id
+        self.seed = seed
+        self.run_no = run
+        self.t = templates
+        scripts = cell_scripts(cell, base_dir)
+        self.world_index = world_index_of(world_id)
+        self.script_index = self.world_index % len(scripts)
+        self.repetition = self.world_index // len(scripts)
+        self.script = scripts[self.script_index]
+        self.base_dir = Path(base_dir)
+        domain = self.script.domain
+        team = list(DOMAINS[domain])
+        speakers: list[str] = []
+        for turn in self.script.turns:
+            if turn.role != NARRATOR and turn.role not in speakers:
+                speakers.append(turn.role)
+        self.agents: dict[str, _Agent] = {}
+        for role in speakers:
+            route = cell.route_for(role)
+            override = cell.agents.get(role)
+            options: dict[str, Any] = {}
+            if override is not None and override.script is not None:
+                options["script"] = list(override.script)
+            if override is not None and override.latency_s is not None:
+                options["latency_s"] = override.latency_s
+            client = client_factory(route, role, derive_seed(seed, "agent", role, route), options)
+            system = P.system_prompt(templates, brief=ROLE_BRIEFS[domain][role], role=role, domain=domain,
+                                     team=team, memory=cell.memory)
+            self.agents[role] = _Agent(role, route, client, [{"role": "system", "content": system}])
+        self.judge: ModelClient | None = None
+        if cell.scoring == "judge":
+            self.judge = client_factory(cell.judge, JUDGE_SLOT, derive_seed(seed, "judge", cell.judge), {})
+        self.memory: Any = None
+        self.memory_log: list[dict[str, Any]] = []
+        if cell.memory:
+            from workbench.stores.vector import VectorMemory, Weights
+
+            self.memory = VectorMemory(embedder(cell.embedder), Weights(*cell.weights()),
+                                       invalidation=cell.uses_invalidation(),
+                                       conflict_similarity=cell.conflict_similarity)
+            for f in self.script.initial_facts:
+                self._write(f.text, author=RECORD, authority=f.authority_level, turn=0, namespace=SHARED_NS,
+                            fact_id=f.id, source="initial_fact")
+        self.steps: list[dict[str, Any]] = []
+        self.turns: list[dict[str, Any]] = []
+        self.retrievals: list[dict[str, Any]] = []
+        self.recalls: list[dict[str, Any]] = []
+        self.failure: dict[str, Any] | None = None
+        self.clock = 0.0
+
+    # -- memory ----------------------------------------------------------------------
+    def _write(self, text: str, *, author: str, authority: float, turn: int, namespace: str,
+               fact_id: str | None, source: str) -> dict[str, Any]:
+        result = self.memory.add(text, author_role=author, authority=float(authority), turn=turn,
+                                 namespace=namespace, fact_id=fact_id)
+        rec = {"op": "add", "turn": turn, "source": source, "author_role": author, "authority": _num(authority),
+               "namespace": namespace, "fact_id": fact_id, "text": text,
+               "entry": entry_record(result.entry) if result.entry is not None else None,
+               "refused": result.entry is None,
+               "removed": [entry_record(e) for e in result.removed]}
+        self.memory_log.append(rec)
+        return rec
+
+    def _namespace(self, role: str) -> str:
+        return role
+
+    def _retrieve(self, role: str, query: str, turn: int) -> list[dict[str, Any]]:
+        namespaces = [role, SHARED_NS] if self.cell.namespaced else None
+        hits = self.memory.search(query, current_turn=turn, k=self.cell.k, namespaces=namespaces)
+        records = [hit_record(h) for h in hits]
+        self.retrievals.append({"turn": turn, "agent": role, "query": query, "k": self.cell.k,
+                                "namespaces": namespaces, "memory_size": len(self.memory.entries), "hits": records})
+        return records
+
+    # -- model calls -----------------------------------------------------------------
+    async def _call(self, slot: str, role: str, route: str, client: ModelClient, messages: list[dict[str, str]],
+                    params: dict[str, Any], turn: int, purpose: str) -> ModelReply:
+        request = ModelRequest(messages=[dict(m) for m in messages], params=dict(params))
+        started = time.perf_counter()
+        try:
+            reply = await client.complete(request)
+        except Exception as exc:  # a client bug or provider fault: recorded, never raised
+            reply = ModelReply(text="", latency_s=0.0, route=route, error=f"{type(exc).__name__}: {str(exc)[:500]}")
+        reply.timing = {**reply.timing, "wall_s": round(time.perf_counter() - started, 6)}
+        t_issue = self.clock
+        self.clock = round(t_issue + max(0.0, float(reply.latency_s or 0.0)), 6)
+        msgs = request.messages
+        self.steps.append({
+            "kind": "step", "world_id": self.world_id, "run": self.run_no, "seq": len(self.steps),
+            "agent": slot, "role": role, "turn": turn, "purpose": purpose,
+            "t_issue": round(t_issue, 6), "t_done": self.clock,
+            "request": {"route": route, "params": dict(request.params), "n_messages": len(msgs),
+                        "messages_sha256": hashlib.sha256(json.dumps(msgs, ensure_ascii=False).encode()).hexdigest(),
+                        "prompt": msgs[-1]["content"]},
+            "reply": reply.to_record(),
+        })
+        if reply.failed:
+            self.failure = {"agent": slot, "role": role, "turn": turn, "purpose": purpose, "error": reply.error}
+        return reply
+
+    # -- turns -------------------------------------------------------------------------
+    async def _statement(self, turn: Any) -> None:
+        agent = self.agents[turn.role]
+        agent.messages.append({"role": "user", "content": P.turn_message(self.t, turn=turn.turn, content=turn.content)})
+        reply = await self._call(agent.role, agent.role, agent.route, agent.client, agent.messages,
+                                 self.cell.sampling, turn.turn, "turn")
+        record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "is_recall": False,
+                                  "write_to_memory": turn.write_to_memory, "fact_id": turn.fact_id,
+                                  "step": self.steps[-1]["seq"], "reply": reply.text if not reply.failed else None}
+        self.turns.append(record)
+        if reply.failed:
+            return
+        agent.messages.append({"role": "assistant", "content": reply.text})
+        agent.voiced.append(turn.turn)
+        if turn.write_to_memory and self.memory is not None:
+            rec = self._write(turn.content, author=turn.role, authority=role_authority(self.script.domain, turn.role),
+                              turn=turn.turn, namespace=self._namespace(turn.role), fact_id=turn.fact_id,
+                              source="turn")
+            record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
+
+    def _narration(self, turn: Any) -> None:
+        record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "is_recall": False,
+                                  "write_to_memory": turn.write_to_memory, "fact_id": turn.fact_id, "step": None,
+                                  "reply": None}
+        if turn.write_to_memory and self.memory is not None:
+            rec = self._write(turn.content, author=NARRATOR, authority=role_authority(self.script.domain, NARRATOR),
+                              turn=turn.turn, namespace=NARRATOR, fact_id=turn.fact_id, source="narration")
+            record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
+        self.turns.append(record)
+
+    async def _recall(self, turn: Any) -> None:
+        agent = self.agents[turn.role]
+        query = turn.recall_query or ""
+        hits = self._retrieve(agent.role, query, turn.turn) if self.memory is not None else None
+        shown = P.memory_block(self.t, hits, authors=self.cell.authors_shown)
+        own_turns = list(agent.voiced)
+        agent.messages.append({"role": "user", "content": P.recall_message(self.t, turn=turn.turn, content=turn.content,
+                                                                            memory=shown, query=query)})
+        reply = await self._call(agent.role, agent.role, agent.route, agent.client, agent.messages,
+                                 self.cell.sampling, turn.turn, "recall")
+        agent.recalls += 1
+        self.turns.append({"turn": turn.turn, "role": turn.role, "is_recall": True, "write_to_memory": False,
+                           "fact_id": turn.fact_id, "step": self.steps[-1]["seq"],
+                           "reply": reply.text if not reply.failed else None})
+        ground_truth = list(turn.ground_truth)
+        answer = None if reply.failed else answer_text(reply.text)
+        truth_rank = None
+        for h in hits or []:
+            if exact_match(h["text"], ground_truth):
+                truth_rank = h["rank"]
+                break
+        recall: dict[str, Any] = {
+            "turn": turn.turn, "agent": agent.role, "role": agent.role, "route": agent.route,
+            "failure_mode": turn.failure_mode, "target_fact_id": turn.target_fact_id, "query": query,
+            "ground_truth": ground_truth, "answer": answer, "step": self.steps[-1]["seq"],
+            "correct_exact": exact_match(answer, ground_truth), "judge": None,
+            "context": {"entry_ids": [h["entry_id"] for h in hits] if hits is not None else [],
+                        "own_turns": own_turns, "memory_shown": hits is not None},
+            "truth_rank": truth_rank, "top_entry_correct": bool(hits) and exact_match(hits[0]["text"], ground_truth),
+        }
+        self.recalls.append(recall)
+        if reply.failed:
+            recall["correct"] = None
+            return
+        agent.messages.append({"role": "assistant", "content": reply.text})
+        if self.judge is not None and answer is not None:
+            messages = P.judge_messages(self.t, query=query, accepted=ground_truth, answer=answer)
+            jr = await self._call(JUDGE_SLOT, JUDGE_SLOT, self.cell.judge, self.judge, messages,
+                                  self.cell.judge_sampling, turn.turn, "judge")
+            verdict = None if jr.failed else judge_verdict(jr.text)
+            recall["judge"] = {"verdict": verdict, "step": self.steps[-1]["seq"],
+                               "text": jr.text if not jr.failed else None}
+            recall["correct"] = verdict
+        else:
+            recall["correct"] = recall["correct_exact"] if answer is not None else False
+
+    async def run(self) -> WorldOutcome:
+        started = time.perf_counter()
+        for turn in self.script.turns:
+            if turn.role == NARRATOR:
+                self._narration(turn)
+            elif turn.is_recall:
+                await self._recall(turn)
+            else:
+                await self._statement(turn)
+            if self.failure is not None:
+                break
+        return WorldOutcome(self._world_record(time.perf_counter() - started), self.steps)
+
+    # -- the world record ------------------------------------------------------------------
+    def _valid(self) -> bool:
+        if self.failure is not None or len(self.recalls) != len(self.script.recalls()):
+            return False
+        for r in self.recalls:
+            if not r["answer"]:
+                return False
+            if self.cell.scoring == "judge" and (r["judge"] is None or r["judge"]["verdict"] is None):
+                return False
+        return True
+
+    def _world_record(self, wall_s: float) -> dict[str, Any]:
+        s = self.script
+        path = s.path
+        rel = None
+        if path is not None:
+            try:
+                rel = str(Path(path).resolve().relative_to(self.base_dir.resolve()))
+            except ValueError:
+                rel = str(path)
+        agents = [{"agent": a.role, "role": a.role, "route": a.route,
+                   "authority": _num(role_authority(s.domain, a.role)), "system_prompt": a.messages[0]["content"],
+                   "turns_voiced": len(a.voiced), "recalls": a.recalls,
+                   "model_returned": sorted({st["reply"]["model_returned"] for st in self.steps
+                                             if st["agent"] == a.role and st["reply"]["model_returned"]})}
+                  for a in self.agents.values()]
+        if self.judge is not None:
+            agents.append({"agent": JUDGE_SLOT, "role": JUDGE_SLOT, "route": self.cell.judge, "authority": None,
+                           "system_prompt": None, "turns_voiced": 0, "recalls": 0, "model_returned": []})
+        a, b, g = self.cell.weights()
+        return {
+            "kind": "world", "world_kind": NAME, "world_id": self.world_id, "cell_id": self.cell_id,
+            "run": self.run_no, "seed": self.seed, "cell": self.cell.model_dump(mode="json"),
+            "script": {"script_id": s.script_id, "domain": s.domain, "path": rel, "sha256": _sha256(path),
+                       "n_turns": len(s.turns), "n_recalls": len(s.recalls()),
+                       "initial_facts": [{"id": f.id, "text": f.text, "tier": f.tier,
+                                          "authority_level": _num(f.authority_level)} for f in s.initial_facts]},
+            "script_index": self.script_index, "repetition": self.repetition,
+            "retrieval": {"memory": self.cell.memory, "alpha": a, "beta": b, "gamma": g, "k": self.cell.k,
+                          "invalidation": self.cell.uses_invalidation() if self.cell.memory else False,
+                          "embedder": self.cell.embedder if self.cell.memory else None,
+                          "authors_shown": self.cell.authors_shown, "namespaced": self.cell.namespaced},
+            "agents": agents, "turns": self.turns, "retrievals": self.retrievals, "memory_log": self.memory_log,
+            "recalls": self.recalls, "n_steps": len(self.steps), "clock_end": round(self.clock, 6),
+            "failed": self.failure, "valid": self._valid(), "timing": {"wall_s": round(wall_s, 6)},
+        }
