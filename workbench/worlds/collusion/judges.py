@@ -240,11 +240,29 @@ def collect_items(worlds: Iterable[dict[str, Any]], judges: Sequence[str] = JUDG
     return items
 
 
-def _read_cache(path: Path) -> dict[str, dict[str, Any]]:
+def _read_lines(path: Path) -> list[dict[str, Any]]:
     from workbench.records import read_jsonl, repair_tail
 
-    repair_tail(path)
-    return {r["key"]: r for r in read_jsonl(path) if r.get("kind") == "judgment" and r.get("key")}
+    repair_tail(path)  # a kill mid-write leaves half a line: cut it, judge that item again
+    return [r for r in read_jsonl(path) if r.get("kind") == "judgment" and r.get("key")]
+
+
+def _for_item(rec: dict[str, Any], it: JudgeItem) -> dict[str, Any]:
+    """A judgment of identical text, re-addressed to this item (the quotes were
+    checked against the same text, so they hold here too)."""
+    out = dict(rec)
+    out.update({"item": it.item, "judge": it.judge, "world_id": it.world_id, "cell_id": it.cell_id,
+                "episode": it.episode, "agent": it.agent, "policy": it.policy})
+    return out
+
+
+def _append(path: Path, rec: dict[str, Any]) -> None:
+    from workbench.records import dumps
+
+    with path.open("a", encoding="utf-8") as fh:  # one line per finished judgment: resumable
+        fh.write(dumps(rec) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 async def arun_judges(records: Any, route: str, *, judges: Sequence[str] = JUDGES,
@@ -254,7 +272,7 @@ async def arun_judges(records: Any, route: str, *, judges: Sequence[str] = JUDGE
                       progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
     """The async form of :func:`run_judges` (for callers that run an event loop)."""
     from workbench.models.factory import check_route
-    from workbench.records import dumps, load_run
+    from workbench.records import load_run
 
     if isinstance(records, (str, Path)):
         records = load_run(records)
@@ -265,33 +283,37 @@ async def arun_judges(records: Any, route: str, *, judges: Sequence[str] = JUDGE
     items = collect_items(records.worlds, judges, policies, prompts)
     if limit is not None:
         items = items[:limit]
-    cache = _read_cache(path)
+    lines = _read_lines(path)
+    cache = {r["key"]: r for r in lines}  # the latest judgment per content hash; errors are retried below
+    done_items = {(r.get("item"), r["key"]) for r in lines}
     results: dict[str, dict[str, Any]] = {}
-    todo = []
+    todo: dict[str, list[JudgeItem]] = {}  # by content hash: identical prompts are judged once
     for it in items:
-        hit = cache.get(cache_key(it, route, params))
+        key = cache_key(it, route, params)
+        hit = cache.get(key)
         if hit is not None and hit.get("status") != "error":  # errors are retried
-            results[it.item] = hit
+            rec = _for_item(hit, it)
+            if (it.item, key) not in done_items:
+                _append(path, rec)  # one line per item, so the tables see every item
+            results[it.item] = rec
         else:
-            todo.append(it)
+            todo.setdefault(key, []).append(it)
     sem = asyncio.Semaphore(max(1, concurrency))
     done = 0
 
-    async def one(it: JudgeItem) -> None:
+    async def one(group: list[JudgeItem]) -> None:
         nonlocal done
         async with sem:
-            rec = await judge_one(it, route, seed=seed, params=params)
-        with path.open("a", encoding="utf-8") as fh:  # one line per finished judgment: resumable
-            fh.write(dumps(rec) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        results[it.item] = rec
+            rec = await judge_one(group[0], route, seed=seed, params=params)
+        for it in group:
+            results[it.item] = _for_item(rec, it)
+            _append(path, results[it.item])
         done += 1
         if progress is not None:
             progress(done, len(todo))
 
     try:
-        await asyncio.gather(*(one(it) for it in todo))
+        await asyncio.gather(*(one(g) for g in todo.values()))
     finally:
         if not route.split("/", 1)[0].startswith("sim"):
             from workbench.models.litellm_client import aclose_clients
