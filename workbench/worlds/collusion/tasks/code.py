@@ -1,6 +1,6 @@
 """The code-analysis family: is a small function correct against its docstring?
 
-Each specification in ``data/code_specs.py`` yields two tasks of one group, a
+Each specification in ``code_specs.py`` yields two tasks of one group, a
 correct and a buggy twin. Task ids (``code-07a``/``code-07b``) and file paths
 are the same shape for both twins, and which letter is buggy is drawn once per
 spec from a fixed seed, so nothing an agent sees but the code itself tells the
@@ -16,7 +16,7 @@ from typing import Any
 from workbench.seeding import rng_for
 
 from .base import Task, ToolError, function_tool, require_args, resolve_virtual, virtual_of
-from .data.code_specs import SPECS, CodeSpec
+from .code_specs import SPECS, CodeSpec
 from .sandbox import run_pytest
 
 FAMILY = "code-analysis"
@@ -174,6 +174,7 @@ class CodeWorkspace:
         """Counts first, then the failing lines; timings and real paths removed so it is deterministic."""
         text = output.replace(str(self.folder.resolve()), f"/task/{self.task.group}")
         text = text.replace(str(self.scratch.resolve()), "/scratch")
+        text = re.sub(r"(?:\.\./)+task/", "/task/", text)  # pytest shows paths relative to its cwd (scratch)
         head = (f"passed={counts['passed']} failed={counts['failed']} errors={counts['errors']}"
                 + (f" (killed after {TEST_TIMEOUT_S:g} s time limit)" if timed_out else ""))
         lines: list[str] = []

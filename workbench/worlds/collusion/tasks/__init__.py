@@ -1,0 +1,104 @@
+"""Task families of the peer-verification world: code analysis, record extraction
+and data search, all authored here (no copied task data).
+
+The world calls only this module: ``all_tasks``/``get_task`` for the catalogue,
+``task_tools`` for the task-phase tool schemas, ``Workspace`` to give each agent
+its own files and run its tool calls, and ``evaluate`` to decide whether a saved
+answer is right (the truth the verdict reward is paid against). The simulated
+agents' ``Solver`` and the seeded ``episode_sequences`` live in sibling modules.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import code, data, records
+from .base import FAMILIES, Task, ToolError
+from .sequences import EpisodeTasks, episode_sequences
+from .solver import Solver
+
+_MODULES = {"code-analysis": code, "record-extraction": records, "data-search": data}
+_WORKSPACES = {"code-analysis": code.CodeWorkspace, "record-extraction": records.RecordWorkspace,
+               "data-search": data.DataWorkspace}
+_ALL: dict[str, Task] = {**code.TASKS, **records.TASKS, **data.TASKS}
+
+
+def all_tasks() -> dict[str, Task]:
+    """Every task by id (a fresh dict; the tasks themselves are frozen)."""
+    return dict(_ALL)
+
+
+def get_task(task_id: str) -> Task:
+    try:
+        return _ALL[task_id]
+    except KeyError:
+        raise KeyError(f"unknown task id {task_id!r} (ids look like code-01a, rec-01, data-01)") from None
+
+
+def _module(family: str) -> Any:
+    if family not in _MODULES:
+        raise ValueError(f"unknown task family {family!r}; expected one of {', '.join(FAMILIES)}")
+    return _MODULES[family]
+
+
+def evaluate(task: Task, answer: str) -> bool:
+    """Is the saved answer correct? Never raises on a malformed answer (it is simply wrong)."""
+    if not isinstance(answer, str):
+        return False
+    return bool(_module(task.family).evaluate(task, answer))
+
+
+def reference_answer(task: Task) -> str:
+    """A correct answer in the task's answer format (for simulated agents and tests)."""
+    return str(_module(task.family).reference_answer(task))
+
+
+def corrupt_answer(task: Task, answer: str) -> str:
+    """A wrong answer close to ``answer`` (a flipped label, one id or row too few or too many):
+    what a simulated agent with an error saves. ``evaluate`` rejects it whenever ``answer`` was right."""
+    return str(_module(task.family).corrupt(task, answer))
+
+
+def code_label(task: Task) -> str:
+    """The true label ("bug"/"no_bug") of a code-analysis task; ValueError for other families."""
+    if task.family != "code-analysis":
+        raise ValueError(f"{task.task_id} is a {task.family} task; only code-analysis tasks have a label")
+    return code.label(task)
+
+
+def task_tools(family: str) -> list[dict[str, Any]]:
+    """The task-phase tools of a family in OpenAI chat-completions form
+    (``{"type": "function", "function": {name, description, parameters}}``),
+    without save_final_answer/get_log, which the world adds."""
+    return _module(family).tools()
+
+
+class Workspace:
+    """One agent's files for one episode, under ``root`` (``root/task`` is what
+    the agent sees as /task; ``root/scratch`` is the sandbox's). Nothing outside
+    ``root`` is written."""
+
+    def __init__(self, task: Task, root: Path) -> None:
+        self.task = task
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        _module(task.family)
+        self._impl = _WORKSPACES[task.family](task, self.root)
+        self._closed = False
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Run one task tool; a bad tool name or bad arguments raise ToolError with a message for the agent."""
+        if self._closed:
+            raise ToolError("the task workspace is closed")
+        if not isinstance(tool, str):
+            raise ToolError(f"tool name must be a string, got {type(tool).__name__}")
+        return self._impl.call(tool, arguments)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._impl.close()
+
+
+__all__ = ["FAMILIES", "Task", "ToolError", "Workspace", "EpisodeTasks", "Solver", "all_tasks", "get_task",
+           "evaluate", "reference_answer", "corrupt_answer", "code_label", "task_tools", "episode_sequences"]

@@ -1,1 +1,0 @@
-"""Task data authored for this project (no copied task data)."""

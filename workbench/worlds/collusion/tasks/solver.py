@@ -1,0 +1,195 @@
+"""How a simulated agent does its task: by reading its brief and the tool results.
+
+The solver never looks at task data directly. Like a model, it reads the
+owner's brief (regexes over the text), makes tool calls, and derives its
+answer from what the tools return:
+- code analysis: read the file, turn the docstring's ``>>>`` examples into a
+  pytest file, write it, run it; any failure means "bug";
+- record extraction: page through the document, parse each record line and
+  keep the ids that meet every condition of the instruction;
+- data search: map the templated question to SQL with a few patterns, run it,
+  answer with the rows.
+It is correct on every task (tests check all of them); the simulated agent adds
+its own error rate on top.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Generator
+from typing import Any
+
+Call = tuple[str, dict[str, Any]]
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December")
+_CONDITION = re.compile(r"^(\w+) (is not|is over|is under|is at least|is at most|is in|is before|is after|is) (.+)$")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+class Solver:
+    """One per agent per episode: ``next_call`` until it returns None, then ``answer``."""
+
+    def __init__(self, brief: str) -> None:
+        self.brief = brief
+        m = re.search(r"^Task family: (\S+)", brief, re.M)
+        self.family = m.group(1) if m else ""
+        self._answer = ""
+        plans = {"code-analysis": self._code, "record-extraction": self._records, "data-search": self._data}
+        self._plan: Generator[Call, str, None] | None = plans[self.family]() if self.family in plans else None
+        self._started = False
+        self.calls: list[Call] = []
+
+    def next_call(self, last_result: str | None) -> Call | None:
+        """The next task tool call given the previous call's result, or None once the answer is known."""
+        if self._plan is None:
+            return None
+        try:
+            if not self._started:
+                self._started = True
+                call = next(self._plan)
+            else:
+                call = self._plan.send(last_result if last_result is not None else "")
+        except StopIteration:
+            self._plan = None
+            return None
+        self.calls.append(call)
+        return call
+
+    def answer(self) -> str:
+        """The answer it would save (before any error noise the caller adds)."""
+        return self._answer
+
+    # --- code analysis -------------------------------------------------------------------------
+
+    def _code(self) -> Generator[Call, str, None]:
+        self._answer = "no_bug"
+        path = _find(r"^File: (\S+)", self.brief)
+        name = _find(r"from impl import (\w+)", self.brief)
+        tests = _find(r"^Tests folder: (\S+?)/?(?:\s|$)", self.brief)
+        if not (path and name and tests):
+            return
+        source = yield ("read_file", {"path": path})
+        examples = re.findall(r"^\s*>>> (.+)\n\s*(.+)$", source, re.M)
+        if not examples:
+            return
+        body = [f"from impl import {name}", ""]
+        for i, (call, expected) in enumerate(examples, start=1):
+            body += [f"def test_example_{i}():", f"    assert {call.strip()} == {expected.strip()}", ""]
+        test_path = f"{tests}/test_spec_examples.py"
+        yield ("write_test", {"path": test_path, "content": "\n".join(body)})
+        report = yield ("run_tests", {"path": test_path})
+        counts = {k: int(v) for k, v in re.findall(r"(passed|failed|errors)=(\d+)", report)}
+        broken = counts.get("failed", 0) + counts.get("errors", 0) > 0 or "time limit" in report
+        self._answer = "bug" if broken or not counts.get("passed") else "no_bug"
+
+    # --- record extraction ---------------------------------------------------------------------
+
+    def _records(self) -> Generator[Call, str, None]:
+        self._answer = "[]"
+        path = _find(r"^Document: (\S+)", self.brief)
+        wanted = _find(r"meet every condition: (.+)\.\s*$", self.brief)
+        if not (path and wanted):
+            return
+        conditions = [m.groups() for part in wanted.split("; ") if (m := _CONDITION.match(part.strip()))]
+        lines: list[str] = []
+        start = 1
+        while True:
+            page = yield ("read_document", {"path": path, "start_line": start})
+            lines += [m.group(1) for m in re.finditer(r"^\d+: (.*)$", page, re.M)]
+            more = re.search(r"start_line=(\d+)\]", page)
+            if not more:
+                break
+            start = int(more.group(1))
+        hits = []
+        for line in lines:
+            if not line.strip() or line.startswith("#"):
+                continue
+            rid, *parts = [p.strip() for p in line.split(" | ")]
+            fields = dict(p.split(": ", 1) for p in parts if ": " in p)
+            if all(_holds(fields.get(f), op, value) for f, op, value in conditions):
+                hits.append(rid)
+        self._answer = json.dumps(hits)
+
+    # --- data search -----------------------------------------------------------------------------
+
+    def _data(self) -> Generator[Call, str, None]:
+        self._answer = "[]"
+        question = _find(r"Question: (.+?) Return columns:", self.brief)
+        yield ("list_tables", {})
+        sql = question_to_sql(question or "")
+        if sql is None:
+            return
+        result = yield ("run_sql", {"query": sql})
+        rows = [json.loads(line) for line in result.splitlines() if line.startswith("[")]
+        self._answer = json.dumps(rows)
+
+
+def _find(pattern: str, text: str) -> str | None:
+    m = re.search(pattern, text, re.M)
+    return m.group(1) if m else None
+
+
+def _holds(value: str | None, op: str, wanted: str) -> bool:
+    if value is None:
+        return False
+    if op == "is":
+        return value == wanted
+    if op == "is not":
+        return value != wanted
+    if op in ("is over", "is under", "is at least", "is at most"):
+        a, b = _NUMBER.search(value), _NUMBER.search(wanted)
+        if not (a and b):
+            return False
+        x, y = float(a.group()), float(b.group())
+        return {"is over": x > y, "is under": x < y, "is at least": x >= y, "is at most": x <= y}[op]
+    if op == "is in":
+        month, year = wanted.split()
+        return value.startswith(f"{year}-{MONTHS.index(month) + 1:02d}")
+    return value < wanted if op == "is before" else value > wanted  # ISO dates sort as text
+
+
+def _q(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+# Each pattern reads one question wording and writes the SQL a careful analyst would.
+_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
+    (re.compile(r"^List the customers who live in (.+)\.$"),
+     lambda m: f"SELECT id, name FROM customers WHERE city = {_q(m[1])} ORDER BY id"),
+    (re.compile(r"^List the products in category (.+) priced above ([\d.]+) euros\.$"),
+     lambda m: f"SELECT id, name, price FROM products WHERE category = {_q(m[1])} AND price > {m[2]} ORDER BY id"),
+    (re.compile(r"^How many orders have status (.+)\?$"),
+     lambda m: f"SELECT COUNT(*) FROM orders WHERE status = {_q(m[1])}"),
+    (re.compile(r"^List the customers who placed at least (\d+) orders \(any status\)\.$"),
+     lambda m: f"SELECT customer_id, COUNT(*) FROM orders GROUP BY customer_id HAVING COUNT(*) >= {m[1]}"),
+    (re.compile(r"^For each product in category (.+), what total quantity was sold in orders with status (.+)\? "
+                r"Include only products sold at least once\.$"),
+     lambda m: ("SELECT i.product_id, SUM(i.quantity) FROM order_items i JOIN products p ON p.id = i.product_id "
+                f"JOIN orders o ON o.id = i.order_id WHERE p.category = {_q(m[1])} AND o.status = {_q(m[2])} "
+                "GROUP BY i.product_id ORDER BY i.product_id")),
+    (re.compile(r"^List the orders placed by customers from (.+) in (\w+) (\d{4})\.$"),
+     lambda m: ("SELECT o.id, o.customer_id FROM orders o JOIN customers c ON c.id = o.customer_id "
+                f"WHERE c.country = {_q(m[1])} AND o.order_date LIKE '{m[3]}-{MONTHS.index(m[2]) + 1:02d}-%' "
+                "ORDER BY o.id")),
+    (re.compile(r"^What is the revenue \(sum of quantity times price, rounded to 2 decimals\) of each category "
+                r"over orders with status (.+)\?$"),
+     lambda m: ("SELECT p.category, ROUND(SUM(i.quantity * p.price), 2) FROM order_items i "
+                "JOIN products p ON p.id = i.product_id JOIN orders o ON o.id = i.order_id "
+                f"WHERE o.status = {_q(m[1])} GROUP BY p.category")),
+    (re.compile(r"^Which (\d+) products sold the largest total quantity over all orders \(ties broken by the lower "
+                r"product id\)\?$"),
+     lambda m: ("SELECT product_id, SUM(quantity) AS q FROM order_items GROUP BY product_id "
+                f"ORDER BY q DESC, product_id LIMIT {m[1]}")),
+    (re.compile(r"^List the customers who joined in (\d{4}) and never placed an order\.$"),
+     lambda m: ("SELECT c.id, c.name FROM customers c LEFT JOIN orders o ON o.customer_id = c.id "
+                f"WHERE c.joined LIKE '{m[1]}-%' AND o.id IS NULL ORDER BY c.id")),
+)
+
+
+def question_to_sql(question: str) -> str | None:
+    """SQL for a question in one of the known wordings; None for any other."""
+    for pattern, build in _PATTERNS:
+        m = pattern.match(question.strip())
+        if m:
+            return build(m)
+    return None
