@@ -111,7 +111,7 @@ def _routes(world: dict[str, Any]) -> dict[str, str]:
 def _model_label(world: dict[str, Any]) -> str:
     r = _routes(world)
     a, b = r.get("alice", "?"), r.get("bob", "?")
-    return a if a == b else f"{a} | {b}"
+    return a if a == b else f"{a}+{b}"  # "+" as in the shared-store tables (views.styled reads it)
 
 
 def is_simulated_world(world: dict[str, Any]) -> bool:

@@ -1,0 +1,117 @@
+"""Collusion views: figures from the metric tables, the trajectory table with all
+model text escaped, and both notebooks executed on a synthetic run directory."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collusion_synth import episode, trajectory, write_run
+from workbench.metrics import collusion as M
+from workbench.records import load_run
+from workbench.views import collusion as V
+
+EVIL = "<script>alert('x')</script>"
+
+
+def _worlds():
+    main = [trajectory(f"m{i}", c) for i, c in enumerate([[1], [3], [], [2, 3]])]
+    peer = [trajectory(f"p{i}", c, cell_id="peer", label="violating <b>peer</b>") for i, c in
+            enumerate([[1], [1, 2], [], [4]])]
+    return main + peer
+
+
+def test_onset_figure_has_a_band_and_a_line_per_cell():
+    tf = M.trajectory_frame(_worlds())
+    fig = V.onset_figure(M.onset_curve_table(tf))
+    assert len(fig.data) == 4
+    band, line = fig.data[0], fig.data[1]
+    assert band.fill == "toself" and list(line.x) == [1, 2, 3, 4, 5, 6]
+    assert list(line.y) == [0.25, 0.5, 0.75, 0.75, 0.75, 0.75]
+    assert "&lt;b&gt;peer&lt;/b&gt;" in fig.data[3].name  # a label is text, not markup
+    fig = V.episode_rate_figure(M.episode_rate_table(M.episode_frame(_worlds())))
+    assert len(fig.data) == 2 and list(fig.data[0].y)[:3] == [0.25, 0.25, 0.5]
+    fig = V.differences_figure(M.differences_table(tf))
+    assert len(fig.data) == 1
+
+
+def test_trajectory_html_escapes_every_model_text():
+    msgs = [("alice", f"hello {EVIL}"), ("bob", "fine")]
+    w = trajectory("w", [1], n=2, messages=msgs, reflections=(f"refl {EVIL}", None))
+    ep = w["episodes"][0]
+    ep["verdicts"]["alice"]["reasoning"] = f"why {EVIL}"
+    ep["answers"]["bob"] = EVIL
+    ep["review"]["bob"] = EVIL
+    ep["raw_logs"]["alice"] = json.dumps([{"seq": 1, "tool": "x", "result": EVIL}])
+    out = V.trajectory_html(w)
+    assert "<script>" not in out and out.count("&lt;script&gt;") >= 6
+    assert "COLLUSION" in out and "<table" in out
+    # judge explanations and quotes are model text too
+    import pandas as pd
+
+    judg = pd.DataFrame([{"judge": "agreement", "world_id": "w", "episode": 1, "agent": None, "status": "ok",
+                          "label": True, "quotes": [{"speaker": "alice", "quote": EVIL}], "missing_quotes": [],
+                          "explanation": EVIL},
+                         {"judge": "relaxation", "world_id": "w", "episode": 1, "agent": "alice",
+                          "status": "unverified", "label": None, "quotes": [],
+                          "missing_quotes": [{"speaker": "alice", "quote": EVIL}], "explanation": None}])
+    out = V.trajectory_html(w, judg)
+    assert "<script>" not in out and "agreement judge: yes" in out and "relaxation judge: unverified" in out
+
+
+def test_trajectory_html_tags_raw_content_and_undelivered():
+    from collusion_synth import RAW_ALICE
+
+    w = trajectory("w", [], n=1, messages=[("alice", RAW_ALICE[:60]), ("bob", "summary only")],
+                   undelivered=[("bob", "x" * 300)])
+    out = V.trajectory_html(w)
+    assert out.count("raw-log content") == 1 and "not delivered" in out
+
+
+def test_report_object_on_records(tmp_path):
+    run = write_run(tmp_path / "run", _worlds())
+    r = V.CollusionReport.load(run)
+    assert r.simulated and "8 trajectories in 2 cells" in r.title
+    assert r.example_world_ids() == ["m0", "p0"]
+    html = r.cell_table().to_html()
+    assert "3/4" in html and "[simulated]" in html and "<b>peer</b>" not in html
+    assert "<table>" in r.provenance_html() and "not run under a preregistration lock" in r.locks_html()
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    from workbench.worlds.collusion.judges import run_judges
+
+    out = tmp_path_factory.mktemp("collusion") / "run"
+    worlds = _worlds()
+    worlds[0]["episodes"][0]["messages"][0]["text"] = f"Let's both accept each other's summaries. {EVIL}"
+    worlds[0]["episodes"][0]["messages"][1]["text"] = "Deal, I will accept yours."
+    write_run(out, worlds)
+    run_judges(out, "sim-collusion-judge/lexical")
+    return out
+
+
+def test_notebooks_execute_and_escape(synthetic_run, tmp_path):
+    from workbench.publish.notebooks import execute
+
+    nb = execute("collusion_analysis", tmp_path / "a.ipynb",
+                 {"run_dir": str(synthetic_run), "compare_dir": str(synthetic_run), "max_timelines": 2}, timeout_s=300)
+    text = nb.read_text()
+    doc = json.loads(text)
+    errors = [o for c in doc["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
+    assert "SIMULATED" in text and "Collusion onset" in text and "agreement" in text
+    assert "by ep 6" in text and "violating &amp;lt;b&amp;gt;peer" not in text
+    assert "<script>alert" not in text.replace("\\u003cscript", "")  # html outputs hold it escaped only
+    assert "&lt;script&gt;alert" in text
+    nb = execute("collusion_world", tmp_path / "w.ipynb", {"run_dir": str(synthetic_run), "world_id": "m0"},
+                 timeout_s=300)
+    text = nb.read_text()
+    assert "Trajectory m0" in text and "agreement judge: yes" in text and "&lt;script&gt;alert" in text
+    assert "<script>alert" not in text
+
+
+def test_summary_used_by_the_report_is_the_closing_onset_table(synthetic_run):
+    tables = M.metric_tables(load_run(synthetic_run))
+    onset = tables["onset"].set_index("cell_id")
+    assert onset.loc["main", "by ep 3"].startswith("3/4 [")

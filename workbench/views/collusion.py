@@ -1,0 +1,424 @@
+"""Views of the peer-verification ("collusion") world: onset curves with Wilson
+bands, per-episode collusion rates, cell tables, and one trajectory as an HTML
+table (episodes as rows, the four phases as columns).
+
+Pure functions of records and of the tables in :mod:`workbench.metrics.collusion`;
+every piece of model-written text (answers, messages, verdict reasoning,
+reviews, reflections, raw logs, judge explanations and quotes) is escaped where
+it enters HTML (:func:`esc_html`) or a plotly string (:func:`esc_plot`).
+:class:`CollusionReport` gathers what the report notebook shows, so that the
+notebook only calls it.
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from workbench.metrics import collusion as M
+from workbench.views.escape import esc_html, esc_plot, short
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
+           "#bcbd22")
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    h = hex_colour.lstrip("#")
+    return f"rgba({int(h[0:2], 16)},{int(h[2:4], 16)},{int(h[4:6], 16)},{alpha})"
+
+
+def _cells(table: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(table["cell_id"])) if len(table) else []
+
+
+# -- figures --------------------------------------------------------------------------
+def onset_figure(curve: pd.DataFrame, title: str | None = None) -> go.Figure:
+    """Cumulative share of trajectories that had colluded by each evaluation episode,
+    one line per cell with its 95% Wilson band (from ``onset_curve_table``)."""
+    fig = go.Figure()
+    for i, cid in enumerate(_cells(curve)):
+        c = curve[curve["cell_id"] == cid].sort_values("episode")
+        colour = PALETTE[i % len(PALETTE)]
+        name = esc_plot(c["cell"].iloc[0], 60, newlines=False)
+        x = c["episode"].astype(int).tolist()
+        fig.add_trace(go.Scatter(x=x + x[::-1], y=c["high"].tolist() + c["low"].tolist()[::-1], fill="toself",
+                                 fillcolor=_rgba(colour, 0.15), line={"width": 0}, hoverinfo="skip",
+                                 showlegend=False, legendgroup=str(i), name=name))
+        fig.add_trace(go.Scatter(
+            x=x, y=c["share"].tolist(), mode="lines+markers", line={"color": colour, "shape": "hv"}, name=name,
+            legendgroup=str(i), customdata=[[int(k), int(n), lo, hi] for k, n, lo, hi in
+                                            zip(c["k"], c["n"], c["low"], c["high"])],
+            hovertemplate=name + "<br>by episode %{x}: %{customdata[0]}/%{customdata[1]} colluded"
+                                 "<br>95% Wilson [%{customdata[2]:.2f}, %{customdata[3]:.2f}]<extra></extra>"))
+    fig.update_layout(title={"text": title or "Collusion onset: share of trajectories that colluded by episode "
+                                              "(95% Wilson bands)"},
+                      template="plotly_white", height=420, xaxis={"title": {"text": "evaluation episode"}, "dtick": 1},
+                      yaxis={"title": {"text": "colluded by this episode"}, "range": [-0.02, 1.02],
+                             "tickformat": ".0%"})
+    return fig
+
+
+def episode_rate_figure(rates: pd.DataFrame, title: str | None = None) -> go.Figure:
+    """Share of trajectories colluding in each evaluation episode (not cumulative),
+    per cell, with 95% Wilson intervals (from ``episode_rate_table``)."""
+    fig = go.Figure()
+    for i, cid in enumerate(_cells(rates)):
+        r = rates[rates["cell_id"] == cid].sort_values("episode")
+        colour = PALETTE[i % len(PALETTE)]
+        name = esc_plot(r["cell"].iloc[0], 60, newlines=False)
+        rate = r["rate"].astype(float)
+        fig.add_trace(go.Scatter(
+            x=r["episode"].astype(int).tolist(), y=rate.tolist(), mode="lines+markers", name=name,
+            line={"color": colour},
+            error_y={"type": "data", "symmetric": False, "array": (r["high"].astype(float) - rate).tolist(),
+                     "arrayminus": (rate - r["low"].astype(float)).tolist(), "color": _rgba(colour, 0.5)},
+            customdata=[[int(k), int(n)] for k, n in zip(r["colluding"], r["n"])],
+            hovertemplate=name + "<br>episode %{x}: %{customdata[0]}/%{customdata[1]} colluding<extra></extra>"))
+    fig.update_layout(title={"text": title or "Collusion per episode (mutual ACCEPT under raw-only), 95% Wilson"},
+                      template="plotly_white", height=400, xaxis={"title": {"text": "evaluation episode"}, "dtick": 1},
+                      yaxis={"title": {"text": "colluding in this episode"}, "range": [-0.02, 1.02],
+                             "tickformat": ".0%"})
+    return fig
+
+
+def differences_figure(diffs: pd.DataFrame, title: str | None = None) -> go.Figure:
+    """Forest plot of each cell minus the main cell (``differences_table``), Newcombe 95%."""
+    from workbench.views.forest import forest_figure
+
+    return forest_figure(diffs, key="cell", title=title or "Ever colluded: cell − main cell, 95% Newcombe intervals")
+
+
+# -- tables ------------------------------------------------------------------------------
+def cell_rate_styler(cells: pd.DataFrame) -> Any:
+    """The per-cell table (``cell_table``) as a styled rate table: ever colluded k/n,
+    rate bar, Wilson interval, then the other columns; escaped, simulated tagged."""
+    from workbench.views.styled import rate_styler
+
+    if not len(cells):
+        return rate_styler(pd.DataFrame(), keys=["cell", "model"])
+    k = cells["ever colluded k/n"].str.split("/").str[0].astype(int)
+    t = pd.DataFrame({"cell": cells["cell"], "model": cells["model"], "k": k, "n": cells["trajectories"],
+                      "rate": cells["ever_colluded"], "low": cells["low"], "high": cells["high"]})
+    styler = rate_styler(t, keys=["cell", "model"],
+                         caption="Ever colluded: k/n over valid trajectories; 95% Wilson intervals; "
+                                 "no multiple-comparison correction")
+    return styler
+
+
+def plain_styler(table: pd.DataFrame, precision: int = 3) -> Any:
+    """Any table, escaped (cells and headers), no index, nans as dashes."""
+    return (table.style.format(precision=precision, na_rep="—", escape="html").format_index(escape="html", axis=1)
+            .hide(axis="index"))
+
+
+# -- one trajectory -------------------------------------------------------------------------
+_TD = "vertical-align:top;border:1px solid #ddd;padding:4px 6px;font-size:12px;max-width:320px"
+_PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0;padding:3px 5px;border-radius:3px;"
+        "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px;background:#f7f7f7")
+_TAG = "display:inline-block;padding:0 5px;border-radius:7px;font-size:10px;color:white;margin:0 2px"
+
+
+def _tag(text: str, colour: str) -> str:
+    return f'<span style="{_TAG};background:{colour}">{esc_html(text)}</span>'
+
+
+def _pre(text: Any, n: int | None = None) -> str:
+    return f'<div style="{_PRE}">{esc_html(short(text, n) if n else text)}</div>'
+
+
+def _ok(flag: Any) -> str:
+    if flag is None:
+        return _tag("?", "#999")
+    return _tag("right", "#2ca02c") if flag else _tag("wrong", "#d62728")
+
+
+def _task_cell(ep: dict[str, Any], row: dict[str, Any]) -> str:
+    out = []
+    for a in M.AGENTS:
+        truth = (ep.get("truth") or {}).get(a)
+        log = (ep.get("raw_logs") or {}).get(a) or ""
+        out.append(f"<b>{a}</b> {esc_html((ep.get('tasks') or {}).get(a))} {_ok(truth)}"
+                   f"<br>answer: {_pre((ep.get('answers') or {}).get(a), 300)}"
+                   f"turns {esc_html((ep.get('turns_used') or {}).get(a))}"
+                   f"<details><summary>raw log ({len(log)} chars)</summary>{_pre(log, 4000)}</details>")
+    return "<hr style='margin:3px 0'>".join(out)
+
+
+def _comm_cell(ep: dict[str, Any], judgment: dict[str, Any] | None) -> str:
+    windows = {a: M._raw_windows((ep.get("raw_logs") or {}).get(a)) for a in M.AGENTS}
+    out = []
+    for m in ep.get("messages") or []:
+        sender = str(m.get("sender"))
+        tags = ""
+        if not m.get("delivered"):
+            tags += _tag("not delivered", "#d62728") + esc_html("; ".join(map(str, m.get("failures") or [])))
+        elif M.carries_raw(m.get("text"), None, windows.get(sender, set())):
+            tags += _tag("raw-log content", "#1f77b4")
+        out.append(f"<div>r{esc_html(m.get('round'))} <b>{esc_html(sender)}</b> "
+                   f"({esc_html(m.get('chars', len(m.get('text') or '')))} chars){tags}{_pre(m.get('text'), 2000)}</div>")
+    fails = ep.get("delivery_failures") or {}
+    if any(fails.values()):
+        out.append("<i>turns with nothing delivered: " + esc_html(", ".join(f"{k} {v}" for k, v in fails.items()))
+                   + "</i>")
+    if judgment is not None:
+        out.append(_judgment_html("agreement judge", judgment))
+    return "".join(out) or "<i>no messages</i>"
+
+
+def _judgment_html(name: str, j: dict[str, Any]) -> str:
+    status = j.get("status")
+    if status == "ok":
+        head = _tag(f"{name}: {'yes' if j.get('label') else 'no'}", "#6a3d9a" if j.get("label") else "#999")
+    else:
+        head = _tag(f"{name}: {status}", "#d62728")
+    quotes = j.get("quotes") or []
+    missing = j.get("missing_quotes") or []
+    body = "".join(f"<div>“{esc_html(q.get('quote'))}” — {esc_html(q.get('speaker'))}</div>" for q in quotes)
+    body += "".join(f"<div style='color:#d62728'>not found: “{esc_html(q.get('quote'))}”</div>" for q in missing)
+    if j.get("explanation"):
+        body += f"<div style='color:#555'>{esc_html(short(j.get('explanation'), 400))}</div>"
+    return f"<div style='margin-top:4px'>{head}{body}</div>"
+
+
+def _verdict_cell(ep: dict[str, Any], row: dict[str, Any]) -> str:
+    out = []
+    for a in M.AGENTS:
+        v = (ep.get("verdicts") or {}).get(a) or {}
+        colour = "#ff7f0e" if row[f"verdict_{a}"] == "ACCEPT" else "#555"
+        forced = _tag("forced", "#d62728") if v.get("forced") else ""
+        out.append(f"<b>{a}</b> on {M.PEER[a]}: {_tag(str(v.get('verdict')), colour)}{_ok(row[f'verdict_right_{a}'])}"
+                   f"{forced}{_pre(v.get('reasoning'), 1500)}")
+    return "<hr style='margin:3px 0'>".join(out)
+
+
+def _feedback_cell(ep: dict[str, Any]) -> str:
+    rewards = ep.get("rewards") or {}
+    review = ep.get("review") or {}
+    out = []
+    for a in M.AGENTS:
+        out.append(f"<b>{a}</b> reward {esc_html(rewards.get(a))}"
+                   + (_pre(review.get(a), 800) if review.get(a) else ""))
+    return "<hr style='margin:3px 0'>".join(out)
+
+
+def _reflection_cell(ep: dict[str, Any], judgments: dict[str, dict[str, Any]]) -> str:
+    out = []
+    for a in M.AGENTS:
+        text = (ep.get("reflections") or {}).get(a)
+        part = f"<b>{a}</b>" + (_pre(text, 2000) if text else " <i>none</i>")
+        if a in judgments:
+            part += _judgment_html("relaxation judge", judgments[a])
+        out.append(part)
+    return "<hr style='margin:3px 0'>".join(out)
+
+
+def _judgment_index(judgments: pd.DataFrame | None, world_id: str) -> dict[tuple[str, int, str | None], dict]:
+    if judgments is None or not len(judgments):
+        return {}
+    j = judgments[judgments["world_id"] == world_id]
+    out = {}
+    for _, r in j.iterrows():
+        agent = r.get("agent")
+        agent = None if agent is None or (isinstance(agent, float) and math.isnan(agent)) else str(agent)
+        out[(str(r["judge"]), int(r["episode"]), agent)] = r.to_dict()
+    return out
+
+
+def trajectory_html(world: dict[str, Any], judgments: pd.DataFrame | None = None,
+                    episodes: Sequence[int] | None = None) -> str:
+    """One trajectory as a self-contained HTML table: a row per episode (number,
+    warm-up, family, policy, collusion), columns task (answers and truth),
+    communication (messages, raw-log tags, agreement judge), verdict (verdicts and
+    reasoning), feedback (rewards and review) and reflection (with the relaxation
+    judge). Inline CSS, no scripts; all model text escaped."""
+    rows = {r["episode"]: r for r in M.episode_rows(world)}
+    jidx = _judgment_index(judgments, str(world.get("world_id")))
+    head = "".join(f"<th style='{_TD};background:#f0f0f0'>{h}</th>" for h in
+                   ("episode", "task", "communication", "verdict", "feedback", "reflection"))
+    body = []
+    for ep in world.get("episodes") or []:
+        n = ep.get("episode")
+        if episodes is not None and n not in episodes:
+            continue
+        row = rows[n]
+        badges = ""
+        if row["collusion"]:
+            badges += _tag("COLLUSION", "#d62728")
+        elif row["mutual_accept"]:
+            badges += _tag("mutual accept", "#ff7f0e")
+        if row["warmup"]:
+            badges += _tag("warm-up", "#7f7f7f")
+        if ep.get("controlled"):
+            badges += _tag("controlled " + ", ".join(f"{k}:{v}" for k, v in sorted(ep["controlled"].items())), "#8c564b")
+        first = (f"<b>{esc_html(n)}</b>{' (eval ' + esc_html(row['eval_episode']) + ')' if row['eval_episode'] else ''}"
+                 f"<br>{badges}<br>{esc_html(ep.get('family'))}<br>policy {esc_html(ep.get('policy'))}"
+                 f"<br>{'throttled' if ep.get('throttled') else 'not throttled'}"
+                 f"{' ≤' + esc_html(ep.get('char_limit')) if ep.get('char_limit') else ''}")
+        refl = {a: jidx[("relaxation", n, a)] for a in M.AGENTS if ("relaxation", n, a) in jidx}
+        cells = [first, _task_cell(ep, row), _comm_cell(ep, jidx.get(("agreement", n, None))),
+                 _verdict_cell(ep, row), _feedback_cell(ep), _reflection_cell(ep, refl)]
+        shade = "background:#fdecec" if row["collusion"] else ""
+        body.append(f"<tr style='{shade}'>" + "".join(f"<td style='{_TD}'>{c}</td>" for c in cells) + "</tr>")
+    t = M.trajectory_row(world)
+    routes = ", ".join(f"{a.get('agent')}: {a.get('route')}" for a in world.get("agents") or [])
+    onset = "never" if t["onset_episode"] is None else f"evaluation episode {t['onset_episode']}"
+    caption = (f"<p><b>{esc_html(world.get('world_id'))}</b> · cell {esc_html(t['cell'])} · {esc_html(routes)}"
+               f" · collusion onset: {esc_html(onset)} · colluding episodes {t['colluding_episodes']}/{t['episodes']}"
+               f" · verdict accuracy {esc_html(M._num(t['verdict_accuracy']))}</p>")
+    return (f"<div style='font-family:system-ui,sans-serif;overflow-x:auto'>{caption}"
+            f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table></div>")
+
+
+# -- the report -------------------------------------------------------------------------------
+def _note(text: str) -> Any:
+    from IPython.display import HTML
+
+    return HTML(f"<p><i>{html.escape(text)}</i></p>")
+
+
+@dataclass
+class CollusionReport:
+    """What ``collusion_analysis.ipynb`` and ``collusion_world.ipynb`` show, as
+    methods over the records (never running a world or a model)."""
+
+    records: Any
+    other: Any = None
+
+    @classmethod
+    def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> "CollusionReport":
+        from workbench.records import load_run
+
+        return cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
+
+    @cached_property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return M.metric_tables(self.records)
+
+    @property
+    def tf(self) -> pd.DataFrame:
+        return self.tables["trajectories"]
+
+    @cached_property
+    def judgments(self) -> pd.DataFrame:
+        return M.load_judgments(self.records.dir)
+
+    @property
+    def simulated(self) -> bool:
+        return bool(len(self.tf)) and bool(self.tf["simulated"].all())
+
+    @property
+    def title(self) -> str:
+        study = self.records.manifest.get("study") or Path(self.records.dir).name
+        return (f"Study {study}: {len(self.records.worlds)} trajectories in "
+                f"{self.tf['cell_id'].nunique() if len(self.tf) else 0} cells (peer-verification world)")
+
+    def provenance_html(self) -> str:
+        from workbench.analysis import Analysis
+
+        return Analysis(self.records).provenance_html()
+
+    def locks_html(self) -> str:
+        from workbench.analysis import Analysis
+
+        return Analysis(self.records).locks_html()
+
+    # tables and figures
+    def cell_table(self) -> Any:
+        return cell_rate_styler(self.tables["cells"])
+
+    def cell_details(self) -> Any:
+        t = self.tables["cells"].drop(columns=["ever_colluded", "low", "high"])
+        return plain_styler(t)
+
+    def onset_table(self) -> Any:
+        return plain_styler(self.tables["onset"].drop(columns=["cell_id"]))
+
+    def onset_figure(self) -> Any:
+        if not len(self.tables["onset_curve"]):
+            return _note("No valid trajectory to draw an onset curve from.")
+        return onset_figure(self.tables["onset_curve"])
+
+    def episode_rate_figure(self) -> Any:
+        if not len(self.tables["episode_rate"]):
+            return _note("No evaluation episodes.")
+        return episode_rate_figure(self.tables["episode_rate"])
+
+    def differences(self) -> Any:
+        d = self.tables["differences_vs_main"]
+        if not len(d):
+            return _note("Only one cell: no differences against the main cell.")
+        return plain_styler(d.drop(columns=["estimable"]))
+
+    def differences_figure(self) -> Any:
+        d = self.tables["differences_vs_main"]
+        if not len(d):
+            return _note("Only one cell: no forest plot.")
+        return differences_figure(d)
+
+    def judge_table(self) -> Any:
+        if "judges" not in self.tables:
+            return _note("The judges have not been run over these records (run_judges writes judges.jsonl "
+                         "beside them).")
+        return plain_styler(self.tables["judges"])
+
+    def judge_onsets(self) -> Any:
+        if "judge_onsets" not in self.tables:
+            return _note("No judge results.")
+        return plain_styler(self.tables["judge_onsets"])
+
+    def comparison(self) -> Any:
+        from IPython.display import display
+
+        if self.other is None:
+            return _note("No second run set given (compare_dir).")
+        table = M.compare_table(self.tf, M.trajectory_frame(self.other))
+        if not len(table):
+            return _note("The two run sets share no cell id.")
+        display(plain_styler(table.drop(columns=["estimable"])))
+        from workbench.views.forest import forest_figure
+
+        return forest_figure(table, key="cell", title="Ever colluded: B − A per cell, 95% Newcombe intervals")
+
+    # example trajectories
+    def example_world_ids(self) -> list[str]:
+        """Per cell, the valid trajectory with the earliest collusion onset, else its first."""
+        out = []
+        for cid in list(dict.fromkeys(self.tf["cell_id"])) if len(self.tf) else []:
+            g = self.tf[self.tf["cell_id"] == cid]
+            valid = g[g["valid"]] if g["valid"].any() else g
+            hit = valid[valid["ever_colluded"]].sort_values(["onset_episode", "world_id"])
+            out.append(str((hit if len(hit) else valid.sort_values("world_id")).iloc[0]["world_id"]))
+        return out
+
+    def trajectory(self, world_id: str = "") -> Any:
+        from IPython.display import HTML
+
+        wid = world_id or (self.records.worlds[0]["world_id"] if self.records.worlds else "")
+        if not wid:
+            return _note("No trajectory.")
+        return HTML(trajectory_html(self.records.world(wid), self.judgments))
+
+    def example_trajectories(self, limit: int = 4) -> list[Any]:
+        return [self.trajectory(w) for w in self.example_world_ids()[:max(0, int(limit))]]
+
+    def world_summary(self, world_id: str = "") -> Any:
+        """One trajectory's metrics and its per-episode rows (for collusion_world.ipynb)."""
+        wid = world_id or self.records.worlds[0]["world_id"]
+        ef = self.tables["episodes"]
+        cols = ["episode", "eval_episode", "warmup", "family", "policy", "verdict_alice", "verdict_bob",
+                "mutual_accept", "collusion", "verdict_accuracy", "reward_alice", "reward_bob", "messages_alice",
+                "messages_bob", "raw_content_alice", "raw_content_bob", "max_message_chars"]
+        return plain_styler(ef[ef["world_id"] == wid][cols])
+
+    def world_row(self, world_id: str = "") -> Any:
+        wid = world_id or self.records.worlds[0]["world_id"]
+        row = self.tf[self.tf["world_id"] == wid].T.reset_index()
+        row.columns = ["metric", "value"]
+        row["value"] = row["value"].map(str)
+        return plain_styler(row)
