@@ -181,14 +181,24 @@ def parse_own_statements(messages: list[dict[str, str]], cues: Cues) -> list[Can
     return out
 
 
+def on_topic(candidates: list[Candidate], qwords: set[str]) -> dict[int, int]:
+    """Candidates that are about the question, by id, with their overlap: those sharing
+    at least half as many question words as the candidate that shares the most (a
+    lexical reader's notion of "about the same thing")."""
+    overlaps = [len(qwords & content_words(c.text)) for c in candidates]
+    need = max(1, math.ceil(max(overlaps, default=0) / 2))
+    return {id(c): n for c, n in zip(candidates, overlaps) if n >= need}
+
+
 def choose(profile: RecallProfile, query: str, own: list[Candidate], memory: list[Candidate],
            draws: tuple[float, float, float]) -> tuple[Candidate | None, str]:
     """The candidate the agent repeats, and why (recorded in the reply's extra)."""
     d_self, d_auth, d_rank = draws
     qwords = content_words(query)
-    on_topic = [c for c in own if qwords & content_words(c.text) and value_tokens(c.text, query)]
-    best_own = max(on_topic, key=lambda c: (len(qwords & content_words(c.text)), c.turn or 0), default=None)
-    mem = [c for c in memory if value_tokens(c.text, query)]
+    topical = on_topic([c for c in [*memory, *own] if value_tokens(c.text, query)], qwords)
+    on_own = [c for c in own if id(c) in topical]
+    best_own = max(on_own, key=lambda c: (topical[id(c)], c.turn or 0), default=None)
+    mem = [c for c in memory if id(c) in topical]
     if best_own is not None and (not mem or d_self < profile.self_trust):
         return best_own, "own statement"
     if not mem:
