@@ -1,0 +1,326 @@
+"""A shared vector memory: entries with an author's role and authority, ranked by a
+composite score, with optional authority-based invalidation.
+
+It knows nothing of models, worlds or scripts: it is given an embedder and weights.
+
+Score (the source study's formula)::
+
+    score   = alpha * similarity + beta * authority + gamma * recency
+    recency = 1 / (1 + (current_turn - entry_turn))
+
+``similarity`` is the cosine of the query's and the entry's embeddings (a dot product,
+both being unit length). An entry written at the current turn has recency 1; an entry
+from a later turn than the search's is a bug in the caller and raises ``ValueError``.
+Ties are broken deterministically: higher score, then newer turn, then higher entry id.
+
+Namespaces: an entry may belong to a namespace (e.g. one per role) or to none. A search
+with ``namespaces=None`` sees everything; with a list it sees the entries of those
+namespaces *and* the shared entries (namespace ``None``) — initial facts are shared.
+
+Invalidation (off unless asked for). The source study says only that "a higher-authority
+entry conflicting with a lower-authority one about the same fact" removes the lower one
+and never defines conflict, so this is our definition:
+
+- two entries CONFLICT when they are about the same fact and say different things:
+  both have a ``fact_id`` and the ids are equal and their normalised texts (case-folded,
+  whitespace collapsed, outer punctuation stripped) differ; when either ``fact_id`` is
+  None, they conflict when the cosine of their embeddings is at least
+  ``conflict_similarity`` and their normalised texts differ. (Repeating the same words is
+  never a conflict: that is anchoring, which invalidation is not meant to hide. Entries
+  with different non-None fact ids never conflict.) The similarity threshold means
+  different things for different embedders: lexical vectors put "July 22" and "July 29"
+  at about 0.7, MiniLM at 0.99.
+- when a new entry arrives, it is compared with every live entry. If any conflicting live
+  entry has strictly higher authority, the newcomer is refused: it is not stored
+  (``AddResult.entry`` is None, ``AddResult.refused_by`` names the winner: the highest
+  authority, then the newest) and it removes nothing — a refused entry has no standing.
+  Otherwise every conflicting live entry with strictly lower authority is removed.
+  Equal authority: both are kept.
+- every removal, the refused newcomer included, is logged in ``removed`` as
+  ``(entry, id of the entry that removed it)``.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from workbench.embeddings import Embedder
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return float(value)
+
+
+def _turn(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The composite score's weights; non-negative and finite, at least one positive."""
+
+    alpha: float = 1.0
+    beta: float = 0.0
+    gamma: float = 0.3
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "beta", "gamma"):
+            value = _number(getattr(self, name), f"Weights.{name}")
+            if value < 0:
+                raise ValueError(f"Weights.{name} must be >= 0, got {value!r}")
+        if self.alpha == self.beta == self.gamma == 0:
+            raise ValueError("Weights: at least one of alpha, beta, gamma must be positive (all are 0)")
+
+    def to_record(self) -> dict[str, float]:
+        return {"alpha": float(self.alpha), "beta": float(self.beta), "gamma": float(self.gamma)}
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    entry_id: int
+    text: str
+    author_role: str
+    authority: float
+    turn: int
+    namespace: str | None = None
+    fact_id: str | None = None
+    embedding: tuple[float, ...] = field(default=(), repr=False, compare=False)
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-safe; the embedding is left out (it is recomputable and large)."""
+        return {
+            "entry_id": self.entry_id,
+            "text": self.text,
+            "author_role": self.author_role,
+            "authority": self.authority,
+            "turn": self.turn,
+            "namespace": self.namespace,
+            "fact_id": self.fact_id,
+        }
+
+
+@dataclass(frozen=True)
+class Hit:
+    entry: MemoryEntry
+    rank: int  # 1-based
+    similarity: float
+    authority: float
+    recency: float
+    score: float
+
+    def to_record(self) -> dict[str, Any]:
+        """The entry's record plus the score's terms, floats rounded to 6 places."""
+        rec = self.entry.to_record()
+        rec["authority"] = round(float(rec["authority"]), 6)
+        rec.update(
+            rank=self.rank,
+            similarity=round(self.similarity, 6),
+            recency=round(self.recency, 6),
+            score=round(self.score, 6),
+        )
+        return rec
+
+
+@dataclass(frozen=True)
+class AddResult:
+    entry: MemoryEntry | None  # None when the new entry was invalidated on arrival
+    removed: tuple[MemoryEntry, ...]  # live entries this add removed (never the newcomer)
+    refused_by: int | None = None  # id of the entry that refused the newcomer, if it was refused
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def normalise_text(text: str) -> str:
+    """What "says the same thing" compares: case-folded, whitespace collapsed, outer punctuation stripped."""
+    return _SPACE.sub(" ", text.casefold()).strip(" \t\n.,;:!?\"'()[]")
+
+
+class VectorMemory:
+    """An in-process vector memory; see the module docstring for the score and invalidation rule."""
+
+    def __init__(self, embedder: Embedder, weights: Weights, *, invalidation: bool = False,
+                 conflict_similarity: float = 0.8) -> None:
+        if not isinstance(weights, Weights):
+            raise TypeError(f"weights must be a Weights, got {type(weights).__name__}")
+        threshold = _number(conflict_similarity, "conflict_similarity")
+        if not -1.0 <= threshold <= 1.0:
+            raise ValueError(f"conflict_similarity must be a cosine in [-1, 1], got {conflict_similarity!r}")
+        self.embedder = embedder
+        self.weights = weights
+        self.invalidation = bool(invalidation)
+        self.conflict_similarity = threshold
+        self._entries: list[MemoryEntry] = []
+        self._vectors: list[np.ndarray] = []  # float64, parallel to _entries
+        self._matrix: np.ndarray | None = None
+        self._removed: list[tuple[MemoryEntry, int]] = []
+        self._next_id = 1
+
+    # -- reading -------------------------------------------------------------
+    @property
+    def entries(self) -> list[MemoryEntry]:
+        """Live entries, oldest first."""
+        return list(self._entries)
+
+    @property
+    def removed(self) -> list[tuple[MemoryEntry, int]]:
+        """Every invalidated entry with the id of the entry that removed (or refused) it."""
+        return list(self._removed)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return [e.to_record() for e in self._entries]
+
+    # -- writing -------------------------------------------------------------
+    def add(self, text: str, *, author_role: str, authority: float, turn: int,
+            namespace: str | None = None, fact_id: str | None = None) -> AddResult:
+        """Embed and store one entry (applying invalidation when enabled)."""
+        fields = self._check_fields(text, author_role, authority, turn, namespace, fact_id)
+        return self._insert(fields, self._embed([text])[0])
+
+    def add_many(self, items: Sequence[Mapping[str, Any]]) -> list[AddResult]:
+        """Several entries, embedded in one batch, then added in order (as ``add`` would).
+
+        Each item holds ``add``'s arguments: text, author_role, authority, turn and
+        optionally namespace and fact_id. All are checked before anything is stored.
+        """
+        checked = []
+        for i, item in enumerate(items):
+            unknown = set(item) - {"text", "author_role", "authority", "turn", "namespace", "fact_id"}
+            if unknown:
+                raise ValueError(f"add_many: item {i}: unknown field(s) {sorted(unknown)}")
+            try:
+                checked.append(self._check_fields(item.get("text"), item.get("author_role"), item.get("authority"),
+                                                  item.get("turn"), item.get("namespace"), item.get("fact_id")))
+            except ValueError as exc:
+                raise ValueError(f"add_many: item {i}: {exc}") from None
+        vectors = self._embed([f["text"] for f in checked]) if checked else []
+        return [self._insert(f, v) for f, v in zip(checked, vectors)]
+
+    @staticmethod
+    def _check_fields(text: Any, author_role: Any, authority: Any, turn: Any,
+                      namespace: Any, fact_id: Any) -> dict[str, Any]:
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a string, got {type(text).__name__}")
+        if not isinstance(author_role, str) or not author_role:
+            raise ValueError(f"author_role must be a non-empty string, got {author_role!r}")
+        auth = _number(authority, "authority")
+        if not 0.0 <= auth <= 1.0:
+            raise ValueError(f"authority must be in [0, 1], got {authority!r}")
+        for name, value in (("namespace", namespace), ("fact_id", fact_id)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{name} must be None or a non-empty string, got {value!r}")
+        return {"text": text, "author_role": author_role, "authority": auth, "turn": _turn(turn, "turn"),
+                "namespace": namespace, "fact_id": fact_id}
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embed and check the embedder kept its promise (shape, finite, unit rows)."""
+        name = getattr(self.embedder, "name", type(self.embedder).__name__)
+        vecs = np.asarray(self.embedder.embed(list(texts)), dtype=np.float64)
+        if vecs.ndim != 2 or vecs.shape[0] != len(texts) or (self._vectors and vecs.shape[1] != self._vectors[0].size):
+            raise ValueError(f"embedder {name}: returned shape {vecs.shape} for {len(texts)} texts")
+        if not np.isfinite(vecs).all():
+            raise ValueError(f"embedder {name}: returned non-finite values")
+        norms = np.linalg.norm(vecs, axis=1)
+        if not np.allclose(norms, 1.0, atol=1e-3):
+            raise ValueError(f"embedder {name}: rows must be L2-normalised, got norms {norms.round(4).tolist()[:5]}")
+        return vecs
+
+    def _conflicts(self, fields: dict[str, Any], vector: np.ndarray) -> list[int]:
+        """Positions of live entries that conflict with a would-be entry (module docstring)."""
+        if not self._entries:
+            return []
+        sims = self._stack() @ vector
+        norm = normalise_text(fields["text"])
+        out = []
+        for i, entry in enumerate(self._entries):
+            if normalise_text(entry.text) == norm:
+                continue
+            if entry.fact_id is not None and fields["fact_id"] is not None:
+                if entry.fact_id == fields["fact_id"]:
+                    out.append(i)
+            elif sims[i] >= self.conflict_similarity:
+                out.append(i)
+        return out
+
+    def _insert(self, fields: dict[str, Any], vector: np.ndarray) -> AddResult:
+        entry = MemoryEntry(entry_id=self._next_id, embedding=tuple(float(x) for x in vector), **fields)
+        self._next_id += 1
+        if not self.invalidation:
+            self._append(entry, vector)
+            return AddResult(entry, ())
+        conflicting = self._conflicts(fields, vector)
+        stronger = [self._entries[i] for i in conflicting if self._entries[i].authority > entry.authority]
+        if stronger:
+            winner = max(stronger, key=lambda e: (e.authority, e.turn, e.entry_id))
+            self._removed.append((entry, winner.entry_id))
+            return AddResult(None, (), refused_by=winner.entry_id)
+        weaker = [i for i in conflicting if self._entries[i].authority < entry.authority]
+        gone = tuple(self._entries[i] for i in weaker)
+        for i in sorted(weaker, reverse=True):
+            del self._entries[i]
+            del self._vectors[i]
+        self._matrix = None
+        self._removed.extend((old, entry.entry_id) for old in gone)
+        self._append(entry, vector)
+        return AddResult(entry, gone)
+
+    def _append(self, entry: MemoryEntry, vector: np.ndarray) -> None:
+        self._entries.append(entry)
+        self._vectors.append(vector)
+        self._matrix = None
+
+    def _stack(self) -> np.ndarray:
+        if self._matrix is None or self._matrix.shape[0] != len(self._vectors):
+            self._matrix = np.vstack(self._vectors)
+        return self._matrix
+
+    # -- searching -----------------------------------------------------------
+    def search(self, query: str, *, current_turn: int, k: int,
+               namespaces: Sequence[str] | None = None) -> list[Hit]:
+        """The top-k live entries for a query at a turn, best first (ties: newer turn, higher id)."""
+        if not isinstance(query, str):
+            raise ValueError(f"query must be a string, got {type(query).__name__}")
+        now = _turn(current_turn, "current_turn")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive integer, got {k!r}")
+        if namespaces is not None:
+            if isinstance(namespaces, str):
+                raise ValueError(f"namespaces must be a list of names, not one string ({namespaces!r})")
+            allowed = set(namespaces)
+        future = [e for e in self._entries if e.turn > now]
+        if future:
+            e = future[0]
+            raise ValueError(f"entry {e.entry_id} was written at turn {e.turn}, after current_turn {now}")
+        if not self._entries:
+            return []
+        qvec = self._embed([query])[0]
+        sims = self._stack() @ qvec
+        a, b, g = self.weights.alpha, self.weights.beta, self.weights.gamma
+        scored = []
+        for i, entry in enumerate(self._entries):
+            if namespaces is not None and entry.namespace is not None and entry.namespace not in allowed:
+                continue
+            similarity = float(sims[i])
+            recency = 1.0 / (1.0 + (now - entry.turn))
+            score = a * similarity + b * entry.authority + g * recency
+            scored.append((score, entry, similarity, recency))
+        scored.sort(key=lambda s: (-s[0], -s[1].turn, -s[1].entry_id))
+        return [Hit(entry=e, rank=r, similarity=sim, authority=e.authority, recency=rec, score=score)
+                for r, (score, e, sim, rec) in enumerate(scored[:k], start=1)]
+
+
+__all__ = ["AddResult", "Hit", "MemoryEntry", "VectorMemory", "Weights", "normalise_text"]
