@@ -337,3 +337,55 @@ def test_generate_all_scripts(tmp_path: Path) -> None:
     assert [p.read_text() for p in paths] != [p.read_text() for p in other]
     with pytest.raises(ValueError):
         generate_all_scripts(tmp_path / "d", 0, 1)
+
+
+# ------------------------------------------------------------------ the mechanism (retrieval only)
+
+def collapse_rankings(scripts: list[Script], weights: tuple[float, float, float]) -> list[tuple[str, int, list[Any]]]:
+    """For every authority-collapse recall, replay the memory a world would hold at that
+    turn (initial facts at turn 0 by "record", then every write_to_memory turn before it)
+    and rank all entries for the recall query under ``weights``."""
+    vector = pytest.importorskip("workbench.stores.vector", reason="workbench.stores.vector not available yet")
+    from workbench.embeddings import get_embedder
+
+    out = []
+    for s in scripts:
+        for r in s.recalls():
+            if r.failure_mode != "authority_collapse":
+                continue
+            memory = vector.VectorMemory(get_embedder("lexical"), vector.Weights(*weights))
+            for f in s.initial_facts:
+                memory.add(f.text, author_role="record", authority=f.authority_level, turn=0, namespace="shared", fact_id=f.id)
+            for t in s.turns:
+                if t.write_to_memory and t.turn < r.turn:
+                    memory.add(t.content, author_role=t.role, authority=role_authority(s.domain, t.role), turn=t.turn,
+                               namespace=t.role, fact_id=t.fact_id)
+            hits = memory.search(r.recall_query or "", current_turn=r.turn, k=len(memory.entries))
+            out.append((s.script_id, r.turn, hits))
+    return out
+
+
+def _first(hits: list[Any], r_truth: tuple[str, ...], fact_id: str, correct: bool) -> int:
+    return min(i for i, h in enumerate(hits) if h.entry.fact_id == fact_id and answer_matches(h.entry.text, r_truth) == correct)
+
+
+def test_authority_collapse_arises_from_retrieval_weights(shipped: list[Script]) -> None:
+    """Naive weights (1, 0, 0.3) must put the low-authority wrong entry above the right
+    one; lightweight (1, 0.4, 0.3) must put the right one first: that contrast is what
+    the authority-collapse probes measure. Counts are printed for the report."""
+    recalls = {(s.script_id, r.turn): r for s in shipped for r in s.recalls()}
+    naive = collapse_rankings(shipped, (1.0, 0.0, 0.3))
+    light = collapse_rankings(shipped, (1.0, 0.4, 0.3))
+    wrong_above = right_first = 0
+    for (sid, turn, hits), (_, _, lhits) in zip(naive, light):
+        r = recalls[(sid, turn)]
+        fid = r.target_fact_id or ""
+        wrong_above += _first(hits, r.ground_truth, fid, False) < _first(hits, r.ground_truth, fid, True)
+        right_first += lhits[0].entry.fact_id == fid and answer_matches(lhits[0].entry.text, r.ground_truth)
+        # the wrong entry is written by a role of lower authority than the right one
+        w, c = hits[_first(hits, r.ground_truth, fid, False)], hits[_first(hits, r.ground_truth, fid, True)]
+        assert w.entry.authority < c.entry.authority, f"{sid} turn {turn}"
+    n = len(naive)
+    print(f"authority collapse: naive wrong-above-right {wrong_above}/{n}, lightweight right-first {right_first}/{n}")
+    assert n >= 8
+    assert wrong_above >= 0.8 * n and right_first >= 0.8 * n, (wrong_above, right_first, n)
