@@ -168,9 +168,9 @@ def test_namespaced_retrieves_own_role_and_initial_facts_only(tmp_path: Path) ->
     path = recall_study(tmp_path, [{"condition": "namespaced"}, {"condition": "naive"}])
     w = run_cell(path, 0, [0])[0].world
     for r in w["retrievals"]:
-        assert r["namespaces"] == [r["agent"], "shared"]
+        assert r["namespaces"] == [r["agent"]]
         for h in r["hits"]:
-            assert (h["author_role"], h["namespace"]) in {(r["agent"], r["agent"]), ("record", "shared")}, h
+            assert (h["author_role"], h["namespace"]) in {(r["agent"], r["agent"]), ("record", None)}, h
     naive = run_cell(path, 1, [0])[0].world
     foreign = [h for r in naive["retrievals"] for h in r["hits"] if h["author_role"] not in (r["agent"], "record")]
     assert foreign, "the naive condition should retrieve other roles' entries (else the test proves nothing)"

@@ -41,7 +41,7 @@ from workbench.worlds.recall.scripts import Script, ScriptError, load_scripts
 from workbench.worlds.recall.spec import RecallCell
 
 NAME = "recall"
-SHARED_NS = "shared"  # namespace of the initial facts (the case file), visible to every role
+SHARED_NS = None  # the initial facts (the case file) are shared: no namespace, visible to every role
 JUDGE_SLOT = "judge"
 ClientFactory = Callable[[str, str, int, "dict[str, Any]"], ModelClient]
 
@@ -201,14 +201,14 @@ class RecallWorld:
         self.clock = 0.0
 
     # -- memory ----------------------------------------------------------------------
-    def _write(self, text: str, *, author: str, authority: float, turn: int, namespace: str,
+    def _write(self, text: str, *, author: str, authority: float, turn: int, namespace: str | None,
                fact_id: str | None, source: str) -> dict[str, Any]:
         result = self.memory.add(text, author_role=author, authority=float(authority), turn=turn,
                                  namespace=namespace, fact_id=fact_id)
         rec = {"op": "add", "turn": turn, "source": source, "author_role": author, "authority": _num(authority),
                "namespace": namespace, "fact_id": fact_id, "text": text,
                "entry": entry_record(result.entry) if result.entry is not None else None,
-               "refused": result.entry is None,
+               "refused": result.entry is None, "refused_by": getattr(result, "refused_by", None),
                "removed": [entry_record(e) for e in result.removed]}
         self.memory_log.append(rec)
         return rec
@@ -217,7 +217,7 @@ class RecallWorld:
         return role
 
     def _retrieve(self, role: str, query: str, turn: int) -> list[dict[str, Any]]:
-        namespaces = [role, SHARED_NS] if self.cell.namespaced else None
+        namespaces = [role] if self.cell.namespaced else None  # a role's own entries, plus the shared ones
         hits = self.memory.search(query, current_turn=turn, k=self.cell.k, namespaces=namespaces)
         records = [hit_record(h) for h in hits]
         self.retrievals.append({"turn": turn, "agent": role, "query": query, "k": self.cell.k,
