@@ -14,7 +14,6 @@ import datetime as dt
 import json
 import math
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
