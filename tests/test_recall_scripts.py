@@ -341,9 +341,10 @@ def test_generate_all_scripts(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ the mechanism (retrieval only)
 
-def collapse_rankings(scripts: list[Script], weights: tuple[float, float, float]) -> list[tuple[str, int, list[Any]]]:
-    """For every authority-collapse recall, replay the memory a world would hold at that
-    turn (initial facts at turn 0 by "record", then every write_to_memory turn before it)
+def collapse_rankings(scripts: list[Script], weights: tuple[float, float, float], mode: str = "authority_collapse",
+                      invalidation: bool = False) -> list[tuple[str, int, list[Any]]]:
+    """For every recall of ``mode``, replay the memory a world would hold at that turn
+    (initial facts at turn 0 by "record", then every write_to_memory turn before it)
     and rank all entries for the recall query under ``weights``."""
     vector = pytest.importorskip("workbench.stores.vector", reason="workbench.stores.vector not available yet")
     from workbench.embeddings import get_embedder
@@ -351,9 +352,9 @@ def collapse_rankings(scripts: list[Script], weights: tuple[float, float, float]
     out = []
     for s in scripts:
         for r in s.recalls():
-            if r.failure_mode != "authority_collapse":
+            if r.failure_mode != mode:
                 continue
-            memory = vector.VectorMemory(get_embedder("lexical"), vector.Weights(*weights))
+            memory = vector.VectorMemory(get_embedder("lexical"), vector.Weights(*weights), invalidation=invalidation)
             for f in s.initial_facts:
                 memory.add(f.text, author_role="record", authority=f.authority_level, turn=0, namespace="shared", fact_id=f.id)
             for t in s.turns:
@@ -389,3 +390,34 @@ def test_authority_collapse_arises_from_retrieval_weights(shipped: list[Script])
     print(f"authority collapse: naive wrong-above-right {wrong_above}/{n}, lightweight right-first {right_first}/{n}")
     assert n >= 8
     assert wrong_above >= 0.8 * n and right_first >= 0.8 * n, (wrong_above, right_first, n)
+
+
+def test_anchoring_and_belief_retrieval_profile(shipped: list[Script]) -> None:
+    """Anchoring: under naive weights the repeated early value holds rank 1 and at least two
+    of the top 3; lightweight weights bring the one correction into the top 3; with
+    invalidation it ranks first. Belief asymmetry: the update is in the top 3 under every
+    memory condition, so a wrong answer comes from the agent's private history, not from
+    retrieval."""
+    recalls = {(s.script_id, r.turn): r for s in shipped for r in s.recalls()}
+
+    def count(rows: list[tuple[str, int, list[Any]]], pred: Any) -> int:
+        return sum(bool(pred(recalls[(sid, turn)], hits)) for sid, turn, hits in rows)
+
+    right = lambda r, h: answer_matches(h.entry.text, r.ground_truth)  # noqa: E731
+    old = lambda r, h: h.entry.fact_id == r.target_fact_id and not right(r, h)  # noqa: E731
+    naive = collapse_rankings(shipped, (1.0, 0.0, 0.3), "memory_anchoring")
+    light = collapse_rankings(shipped, (1.0, 0.4, 0.3), "memory_anchoring")
+    inval = collapse_rankings(shipped, (1.0, 0.4, 0.3), "memory_anchoring", invalidation=True)
+    n = len(naive)
+    old_first = count(naive, lambda r, h: old(r, h[0]) and sum(old(r, x) for x in h[:3]) >= 2)
+    light_top3 = count(light, lambda r, h: any(right(r, x) for x in h[:3]))
+    inval_first = count(inval, lambda r, h: right(r, h[0]))
+    print(f"anchoring: naive old-value-first {old_first}/{n}, lightweight correction-in-top3 {light_top3}/{n}, "
+          f"invalidation correction-first {inval_first}/{n}")
+    assert n >= 8 and old_first >= 0.8 * n and light_top3 >= 0.8 * n and inval_first >= 0.8 * n
+
+    for weights in ((1.0, 0.0, 0.3), (1.0, 0.4, 0.3)):
+        rows = collapse_rankings(shipped, weights, "belief_asymmetry")
+        top3 = count(rows, lambda r, h: any(right(r, x) for x in h[:3]))
+        print(f"belief asymmetry {weights}: update in top 3 {top3}/{len(rows)}")
+        assert top3 >= 0.8 * len(rows)
