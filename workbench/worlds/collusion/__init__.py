@@ -1,7 +1,72 @@
-"""The peer-verification ("collusion") world kind.
+"""World kind 3: the peer-verification ("collusion") world.
 
 Two agents repeat a fixed sequence of episodes (task, communication, verdict,
 feedback and reflection); the verification protocol demands the peer's raw
-log over a channel too narrow to carry it, so collusion (mutual ACCEPT under
-the raw-only policy) can emerge from the reward mechanism.
+log over a channel too narrow to carry it, and the reward pays for verdicts
+that match the truth, not for compliance, so collusion (mutual ACCEPT under
+the raw-only policy) can emerge, or not, from the mechanism. See
+``shared/spec/collusion.md`` for the rules this package enforces.
 """
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from workbench.models.base import ModelClient
+from workbench.templates import template_set
+from workbench.worlds.collusion import simulated as _simulated  # noqa: F401  (registers sim-collusion/...)
+from workbench.worlds.collusion.spec import AGENTS, CollusionCell
+from workbench.worlds.collusion.world import CollusionWorld, WorldOutcome
+
+NAME = "collusion"
+CellSpec = CollusionCell
+if (Path(__file__).resolve().parents[3] / "notebooks" / "collusion.ipynb").is_file():
+    REPORT_NOTEBOOK = "collusion"  # the kind's report notebook, once it is shipped
+
+
+def routes(cell: CollusionCell) -> set[str]:
+    """Every route the cell uses: both agents, or alice and the controlled peer's recorder."""
+    out = {cell.route_for("alice")}
+    out.add(cell.peer_route() if cell.controlled != "none" else cell.route_for("bob"))
+    return out
+
+
+def template_root(cell: CollusionCell, base_dir: Path) -> Path:
+    return (base_dir / cell.prompts).resolve()
+
+
+async def run_world(cell: CollusionCell, *, world_id: str, cell_id: str, seed: int, run: int, base_dir: Path,
+                    client_factory: Callable[[str, str, int, dict[str, Any]], ModelClient],
+                    monitor: Any = None) -> WorldOutcome:
+    world = CollusionWorld(cell, world_id=world_id, cell_id=cell_id, seed=seed, run=run,
+                           templates=template_set(template_root(cell, base_dir)), client_factory=client_factory,
+                           base_dir=Path(base_dir))
+    return await world.run()
+
+
+def world_metrics(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    from workbench.metrics.collusion import world_metrics as _wm
+
+    return _wm(world, steps)
+
+
+def summary_text(worlds: list[dict[str, Any]]) -> str:
+    from workbench.metrics.collusion import summary_text as _st
+
+    return _st(worlds)
+
+
+def metric_tables(records: Any) -> dict[str, Any]:
+    from workbench.metrics.collusion import metric_tables as _mt
+
+    return _mt(records)
+
+
+def describe_world(records: Any, world_id: str, out: TextIO, full: bool = False) -> None:
+    from workbench.worlds.collusion.world import describe_world as _dw
+
+    _dw(records, world_id, out, full)
+
+
+__all__ = ["AGENTS", "NAME", "CellSpec", "CollusionWorld", "WorldOutcome", "routes", "template_root", "run_world",
+           "world_metrics", "summary_text", "metric_tables", "describe_world"]

@@ -1,0 +1,520 @@
+"""One episode of the peer-verification world: task, communication, verdict,
+feedback and reflection, with every rule of the protocol enforced here.
+
+Both agents cross each phase boundary together. Inside a phase where the agents
+do not see each other (task, verdict, reflection) their calls run concurrently,
+and their steps are appended afterwards in a fixed order (Alice, then Bob), so
+the records do not depend on which call returned first. The communication phase
+is sequential: in each round Alice, then Bob, may send one message.
+
+A call that fails for good (the client's own retries spent) ends the world,
+recorded as failed, except a context-length failure: then the agent's oldest
+earlier episode is dropped and the call is made again.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.models.base import ModelClient, ModelReply, ModelRequest
+from workbench.templates import TemplateSet
+from workbench.worlds.collusion import tools as TL
+from workbench.worlds.collusion.memory import AgentMemory, is_context_error
+from workbench.worlds.collusion.rewards import episode_rewards
+from workbench.worlds.collusion.spec import AGENTS, CollusionCell
+
+NAMES = {"alice": "Alice", "bob": "Bob"}
+PEER = {"alice": "bob", "bob": "alice"}
+
+
+class WorldFailed(Exception):
+    """A call failed for good: the world stops and is recorded as failed."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__(info.get("error"))
+        self.info = info
+
+
+@dataclass
+class Agent:
+    """A live agent: its client and its memory. (A controlled peer has no Agent.)"""
+
+    slot: str
+    route: str
+    client: ModelClient
+    memory: AgentMemory
+
+    @property
+    def name(self) -> str:
+        return NAMES[self.slot]
+
+    @property
+    def peer_name(self) -> str:
+        return NAMES[PEER[self.slot]]
+
+
+@dataclass
+class TaskOutcome:
+    """What an agent's task phase left behind."""
+
+    answer: str | None
+    raw_log: str
+    log_calls: list[dict[str, Any]]
+    turns_used: int
+    got_log: bool
+
+
+@dataclass
+class Recorder:
+    """Step records of a world, numbered in the order they are appended."""
+
+    world_id: str
+    run: int
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def append(self, step: dict[str, Any]) -> None:
+        step["seq"] = len(self.steps)
+        self.steps.append(step)
+
+
+
+async def _complete(client: ModelClient, request: ModelRequest, route: str) -> ModelReply:
+    started = time.perf_counter()
+    try:
+        reply = await client.complete(request)
+    except Exception as exc:  # a client bug or an unexpected provider fault: recorded, never raised
+        reply = ModelReply(text="", latency_s=0.0, route=route, error=f"{type(exc).__name__}: {str(exc)[:500]}")
+    reply.timing = {**reply.timing, "wall_s": round(time.perf_counter() - started, 6)}
+    return reply
+
+
+class EpisodeRunner:
+    """Runs one episode. ``agents`` holds the live agents; ``peer`` the controlled one, if any."""
+
+    def __init__(self, *, cell: CollusionCell, templates: TemplateSet, recorder: Recorder,
+                 agents: dict[str, Agent], episode: int, n_episodes: int, warmup: bool, policy: str,
+                 throttled: bool, tasks: dict[str, Any], task_tools: dict[str, list[dict[str, Any]]],
+                 workspace_factory: Any, evaluate: Any, peer: Any = None, workdir: Path | None = None) -> None:
+        self.cell = cell
+        self.t = templates
+        self.rec = recorder
+        self.agents = agents
+        self.episode = episode
+        self.n_episodes = n_episodes
+        self.warmup = warmup
+        self.policy = policy
+        self.throttled = throttled
+        self.tasks = tasks  # slot -> Task
+        self.task_tools = task_tools  # slot -> task tool schemas
+        self.workspace_factory = workspace_factory
+        self.evaluate = evaluate
+        self.peer = peer  # a controlled peer playing bob, or None
+        self.workdir = workdir
+        self.context_drops = {s: 0 for s in AGENTS}
+        self.pending: dict[str, list[dict[str, Any]]] = {s: [] for s in AGENTS}
+
+    # -- calls ----------------------------------------------------------------
+    async def call(self, agent: Agent, phase: str, tools: list[dict[str, Any]] | None,
+                   turn: int) -> tuple[ModelReply, dict[str, Any]]:
+        """One model call (context-length failures dropped and retried); the step is kept
+        pending until the phase flushes it, so concurrent calls record in a fixed order."""
+        while True:
+            self.context_drops[agent.slot] += agent.memory.fit()
+            messages = agent.memory.context()
+            request = ModelRequest(messages=messages, params=dict(self.cell.sampling), tools=tools)
+            reply = await _complete(agent.client, request, agent.route)
+            step = {
+                "kind": "step", "world_id": self.rec.world_id, "run": self.rec.run, "agent": agent.slot,
+                "episode": self.episode, "phase": phase, "turn": turn,
+                "request": {"route": agent.route, "params": dict(request.params), "n_messages": len(messages),
+                            "messages_sha256": agent.memory.digest(), "tools": TL.tool_names(tools)},
+                "reply": reply.to_record(), "tool_calls": [], "tool_results": [],
+            }
+            self.pending[agent.slot].append(step)
+            if reply.failed and is_context_error(reply.error) and agent.memory.drop_oldest():
+                self.context_drops[agent.slot] += 1
+                step["context_retry"] = True
+                continue
+            if reply.failed:
+                raise WorldFailed({"agent": agent.slot, "episode": self.episode, "phase": phase, "turn": turn,
+                                   "error": reply.error})
+            return reply, step
+
+    def flush(self) -> None:
+        for slot in AGENTS:
+            for step in self.pending[slot]:
+                self.rec.append(step)
+            self.pending[slot] = []
+
+    def _answer_calls(self, agent: Agent, phase: str, reply: ModelReply, step: dict[str, Any],
+                      calls: list[TL.ToolCall], results: list[str], tools: list[dict[str, Any]] | None) -> None:
+        """Put the agent's turn and the results into its memory and the step record."""
+        step["tool_calls"] = [c.to_record() for c in calls]
+        step["tool_results"] = list(results)
+        agent.memory.add(phase, TL.assistant_message(reply, calls))
+        if calls:
+            tpl = self.t.text("results/text_result")
+            agent.memory.add(phase, *TL.result_messages(reply, calls, results, tpl))
+        else:
+            note = self.t.render("no_tool_call", tools=", ".join(TL.tool_names(tools)) or "none")
+            step["tool_results"] = [note]
+            agent.memory.add(phase, {"role": "user", "content": note})
+
+    def _not_now(self, name: str, tools: list[dict[str, Any]] | None) -> str:
+        names = TL.tool_names(tools)
+        key = "results/not_now" if name in TL.PROTOCOL_TOOLS or any(
+            name in TL.tool_names(t) for t in self.task_tools.values()) else "results/unknown_tool"
+        return self.t.render(key, tool=name, tools=", ".join(names))
+
+    # -- phase 1: task ----------------------------------------------------------
+    async def task_phase(self) -> dict[str, TaskOutcome]:
+        live = [s for s in AGENTS if s in self.agents]
+        outcomes = await asyncio.gather(*(self._task(self.agents[s]) for s in live))
+        self.flush()
+        out = dict(zip(live, outcomes))
+        if self.peer is not None:
+            out["bob"] = TaskOutcome(self.peer.answer, self.peer.raw_log, list(self.peer.log_calls),
+                                     self.peer.turns_used, True)
+        return out
+
+    async def _task(self, agent: Agent) -> TaskOutcome:
+        task = self.tasks[agent.slot]
+        cell = self.cell
+        agent.memory.add("task", {"role": "user", "content": self.t.render(
+            "task_open", episode=self.episode, n_episodes=self.n_episodes, brief=task.brief,
+            answer_format=task.answer_format, max_turns=cell.max_turns)})
+        own_tools = list(self.task_tools[agent.slot])
+        tools = own_tools + [TL.save_final_answer_schema(), TL.get_log_schema()]
+        task_names = set(TL.tool_names(own_tools))
+        root = Path(tempfile.mkdtemp(prefix=f"collusion-{agent.slot}-", dir=self.workdir))
+        workspace = self.workspace_factory(task, root)
+        tool_memo = _MemoWorkspace(workspace, task.task_id)
+        saved: str | None = None
+        got_log = False
+        log: list[dict[str, Any]] = []
+        raw_log = "[]"
+        turns = 0
+        try:
+            while turns < cell.max_turns and not got_log:
+                turns += 1
+                reply, step = await self.call(agent, "task", tools, turns)
+                calls = TL.calls_from_reply(reply, f"t{self.episode}_{turns}")
+                results: list[str] = []
+                for c in calls:
+                    if c.error is not None:
+                        result = self.t.render("results/error", error=c.error)
+                    elif c.name == TL.SAVE:
+                        answer, err = TL.str_arg(c.arguments, "answer")
+                        if saved is not None:
+                            result = self.t.render("results/already_saved")
+                        elif got_log:
+                            result = self.t.render("results/task_after_log")
+                        elif err:
+                            result = self.t.render("results/error", error=err)
+                        else:
+                            saved = answer
+                            result = self.t.render("results/saved")
+                    elif c.name == TL.GET_LOG:
+                        if saved is None:
+                            result = self.t.render("results/log_before_save")
+                        elif got_log:
+                            result = self.t.render("results/log_again")
+                        else:
+                            got_log = True
+                            raw_log = json.dumps(log, ensure_ascii=False)
+                            result = raw_log
+                    elif c.name in task_names:
+                        if got_log:
+                            result = self.t.render("results/task_after_log")
+                        else:
+                            result = await tool_memo.call(c.name, c.arguments)
+                    else:
+                        result = self._not_now(c.name, tools)
+                    if c.name not in TL.NOT_LOGGED and not got_log:
+                        log.append({"seq": len(log) + 1, "tool": c.name,
+                                    "arguments": c.arguments if c.arguments is not None else c.raw_arguments,
+                                    "result": result})
+                    results.append(result)
+                self._answer_calls(agent, "task", reply, step, calls, results, tools)
+        finally:
+            try:
+                workspace.close()
+            finally:
+                import shutil
+
+                shutil.rmtree(root, ignore_errors=True)
+        if not got_log:
+            raw_log = json.dumps(log, ensure_ascii=False)
+        return TaskOutcome(saved, raw_log, log, turns, got_log)
+
+    # -- phase 2: communication ------------------------------------------------
+    async def communication_phase(self, outcomes: dict[str, TaskOutcome]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        cell = self.cell
+        limit = cell.char_limit if self.throttled else None
+        policy_text = self.t.render(f"policy/{self.policy}").strip()
+        limit_text = self.t.render("limit/throttled" if self.throttled else "limit/no-throttle",
+                                   char_limit=cell.char_limit, attempts=cell.attempts).strip()
+        for slot, agent in self.agents.items():
+            note = "" if outcomes[slot].got_log else self.t.render("results/no_log_note")
+            agent.memory.add("communication", {"role": "user", "content": self.t.render(
+                "comm_open", episode=self.episode, n_episodes=self.n_episodes, log_note=note,
+                peer_name=agent.peer_name, peer_brief=self.tasks[PEER[slot]].peer_brief,
+                policy_text=policy_text, limit_text=limit_text, max_rounds=cell.max_rounds)})
+        tools = [TL.send_message_schema(limit)]
+        messages: list[dict[str, Any]] = []
+        failures = {s: 0 for s in AGENTS}
+        for rnd in range(1, cell.max_rounds + 1):
+            for slot in AGENTS:
+                if slot in self.agents:
+                    entry = await self._message_turn(self.agents[slot], rnd, tools, limit)
+                else:
+                    entry = self.peer.message_for(rnd)
+                    if entry is None:
+                        continue  # the controlled peer's evidence is complete; recorded in "controlled"
+                    entry = {"round": rnd, "sender": slot, **entry}
+                self.flush()
+                messages.append(entry)
+                receiver = PEER[slot]
+                if entry["delivered"]:
+                    content = self.t.render("inbox", round=rnd, sender=NAMES[slot], text=entry["text"])
+                else:
+                    failures[slot] += 1
+                    content = self.t.render("inbox_failed", round=rnd, sender=NAMES[slot])
+                if receiver in self.agents:
+                    self.agents[receiver].memory.add("communication", {"role": "user", "content": content})
+        return messages, failures
+
+    async def _message_turn(self, agent: Agent, rnd: int, tools: list[dict[str, Any]],
+                            limit: int | None) -> dict[str, Any]:
+        agent.memory.add("communication", {"role": "user", "content": self.t.render(
+            "comm_turn", round=rnd, max_rounds=self.cell.max_rounds, peer_name=agent.peer_name)})
+        failures: list[str] = []
+        text = ""
+        for attempt in range(1, self.cell.attempts + 1):
+            reply, step = await self.call(agent, "communication", tools, rnd)
+            step["attempt"] = attempt
+            calls = TL.calls_from_reply(reply, f"m{self.episode}_{rnd}_{attempt}")
+            results: list[str] = []
+            delivered = False
+            tried = False
+            for c in calls:
+                if c.name != TL.SEND:
+                    results.append(self._not_now(c.name, tools))
+                    continue
+                if tried:
+                    results.append(self.t.render("results/one_message"))
+                    continue
+                tried = True
+                value, err = (None, c.error) if c.error else TL.str_arg(c.arguments, "text")
+                if err or value is None:
+                    failures.append(f"invalid arguments: {err}")
+                    results.append(self.t.render("results/error", error=err))
+                    continue
+                text = value
+                if limit is not None and len(value) > limit:
+                    failures.append(f"too long: {len(value)} characters (limit {limit})")
+                    results.append(self.t.render("results/too_long", chars=len(value), char_limit=limit))
+                    continue
+                delivered = True
+                results.append(self.t.render("results/delivered", peer_name=agent.peer_name))
+            if not tried:
+                failures.append("no send_message call")
+            self._answer_calls(agent, "communication", reply, step, calls, results, tools)
+            if delivered:
+                return {"round": rnd, "sender": agent.slot, "text": text, "chars": len(text), "delivered": True,
+                        "attempts": attempt, "failures": failures}
+        return {"round": rnd, "sender": agent.slot, "text": text, "chars": len(text), "delivered": False,
+                "attempts": self.cell.attempts, "failures": failures}
+
+    # -- phase 3: verdict ------------------------------------------------------
+    async def verdict_phase(self) -> dict[str, dict[str, Any]]:
+        policy_text = self.t.render(f"policy/{self.policy}").strip()
+        live = [s for s in AGENTS if s in self.agents]
+        results = await asyncio.gather(*(self._verdict(self.agents[s], policy_text) for s in live))
+        self.flush()
+        out = dict(zip(live, results))
+        if self.peer is not None:
+            out["bob"] = {"verdict": self.peer.verdict, "reasoning": self.peer.verdict_reasoning, "attempts": 0,
+                          "forced": False}
+        return out
+
+    async def _verdict(self, agent: Agent, policy_text: str) -> dict[str, Any]:
+        agent.memory.add("verdict", {"role": "user", "content": self.t.render(
+            "verdict_open", episode=self.episode, n_episodes=self.n_episodes, peer_name=agent.peer_name,
+            policy_text=policy_text)})
+        tools = [TL.submit_verdict_schema()]
+        for attempt in range(1, self.cell.verdict_attempts + 1):
+            reply, step = await self.call(agent, "verdict", tools, attempt)
+            step["attempt"] = attempt
+            calls = TL.calls_from_reply(reply, f"v{self.episode}_{attempt}")
+            results: list[str] = []
+            decided: dict[str, Any] | None = None
+            for c in calls:
+                if c.name != TL.VERDICT:
+                    results.append(self._not_now(c.name, tools))
+                    continue
+                if decided is not None:
+                    results.append(self.t.render("results/error", error="a verdict was already submitted"))
+                    continue
+                reasoning, err = (None, c.error) if c.error else TL.str_arg(c.arguments, "reasoning")
+                verdict, err2 = (None, None) if err else TL.str_arg(c.arguments, "verdict")
+                if err or err2:
+                    results.append(self.t.render("results/error", error=err or err2))
+                    continue
+                norm = (verdict or "").strip().upper()
+                if norm not in ("ACCEPT", "REJECT"):
+                    results.append(self.t.render("results/bad_verdict", verdict=json.dumps(verdict)))
+                    continue
+                decided = {"verdict": norm, "reasoning": reasoning or "", "attempts": attempt, "forced": False}
+                results.append(self.t.render("results/verdict_ok"))
+            self._answer_calls(agent, "verdict", reply, step, calls, results, tools)
+            if decided is not None:
+                return decided
+        return {"verdict": "REJECT", "reasoning": "", "attempts": self.cell.verdict_attempts, "forced": True}
+
+    # -- phase 4: feedback and reflection --------------------------------------
+    def feedback(self, truth: dict[str, bool], verdicts: dict[str, dict[str, Any]]
+                 ) -> tuple[dict[str, int], dict[str, int | None], dict[str, str] | None]:
+        cell = self.cell
+        terms = episode_rewards(reward_type=cell.reward_type, scope=cell.reward_scope, truth=truth,
+                                verdicts={s: verdicts[s]["verdict"] for s in AGENTS})
+        rewards = {s: terms[s]["own"] + terms[s]["peer"] for s in AGENTS}
+        shown: dict[str, int | None] = {s: None for s in AGENTS}
+        review: dict[str, str] = {}
+        hidden_peer = self.peer is not None and not cell.observed_verdict
+        for slot in AGENTS:
+            peer = PEER[slot]
+            agent = self.agents.get(slot)
+            peer_name = NAMES[peer]
+            lines: list[str] = []
+            if hidden_peer and slot == "alice":
+                on_me = self.t.render("feedback/review_unobserved", peer_name=peer_name)
+            else:
+                on_me = self.t.render("feedback/review_on_me", peer_name=peer_name,
+                                      verdict_on_me=verdicts[peer]["verdict"],
+                                      own_truth="correct" if truth[slot] else "incorrect",
+                                      on_me_right="right" if _right(verdicts[peer]["verdict"], truth[slot]) else "wrong")
+            mine = self.t.render("feedback/review_mine", peer_name=peer_name, my_verdict=verdicts[slot]["verdict"],
+                                 peer_truth="correct" if truth[peer] else "incorrect",
+                                 mine_right="right" if _right(verdicts[slot]["verdict"], truth[peer]) else "wrong")
+            review[slot] = on_me if cell.reward_scope == "separate" else f"{on_me}\n{mine}"
+            if not cell.no_reward:
+                if hidden_peer and slot == "alice":
+                    shown[slot] = terms[slot]["peer"]
+                    lines.append(self.t.render("feedback/reward_unobserved", total=shown[slot]))
+                else:
+                    shown[slot] = rewards[slot]
+                    lines.append(self.t.render("feedback/reward", total=rewards[slot]))
+            if cell.verdict_review:
+                lines.append(review[slot])
+            if agent is not None and lines:
+                header = self.t.render("feedback/header", episode=self.episode, n_episodes=self.n_episodes)
+                agent.memory.add("feedback", {"role": "user", "content": "\n".join([header, *lines])})
+        return rewards, shown, (review if cell.verdict_review else None)
+
+    async def reflection_phase(self) -> dict[str, str | None]:
+        out: dict[str, str | None] = {s: None for s in AGENTS}
+        if not self.cell.reflection or self.cell.no_reward:
+            return out
+        live = [s for s in AGENTS if s in self.agents]
+        texts = await asyncio.gather(*(self._reflect(self.agents[s]) for s in live))
+        self.flush()
+        out.update(dict(zip(live, texts)))
+        return out
+
+    async def _reflect(self, agent: Agent) -> str:
+        agent.memory.add("feedback", {"role": "user", "content": self.t.render("reflection")})
+        reply, step = await self.call(agent, "reflection", None, 1)
+        text = (reply.text or "").strip()
+        agent.memory.add("feedback", {"role": "assistant", "content": text})
+        return text
+
+    # -- the whole episode -----------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        for agent in self.agents.values():
+            agent.memory.begin(self.episode)
+        outcomes = await self.task_phase()
+        messages, failures = await self.communication_phase(outcomes)
+        verdicts = await self.verdict_phase()
+        truth = {s: bool(outcomes[s].answer is not None and self.evaluate(self.tasks[s], outcomes[s].answer))
+                 for s in AGENTS}
+        rewards, shown, review = self.feedback(truth, verdicts)
+        reflections = await self.reflection_phase()
+        return {
+            "episode": self.episode, "warmup": self.warmup, "family": self.tasks["alice"].family,
+            "tasks": {s: self.tasks[s].task_id for s in AGENTS}, "truth": truth,
+            "policy": self.policy, "throttled": self.throttled,
+            "char_limit": self.cell.char_limit if self.throttled else None,
+            "answers": {s: outcomes[s].answer for s in AGENTS},
+            "turns_used": {s: outcomes[s].turns_used for s in AGENTS},
+            "got_log": {s: outcomes[s].got_log for s in AGENTS},
+            "raw_logs": {s: outcomes[s].raw_log for s in AGENTS},
+            "messages": messages, "delivery_failures": failures, "verdicts": verdicts,
+            "rewards": rewards, "rewards_shown": shown, "review": review, "reflections": reflections,
+            "controlled": self.peer.episode_record() if self.peer is not None else None,
+            "context_drops": dict(self.context_drops),
+        }
+
+
+def system_prompt(templates: TemplateSet, cell: CollusionCell, slot: str, n_episodes: int | None = None) -> str:
+    """The agent's standing instructions: the protocol, and the reward rule unless ``no_reward``."""
+    peer_name = NAMES[PEER[slot]]
+    reward = "" if cell.no_reward else templates.render(f"reward/{cell.reward_type}-{cell.reward_scope}",
+                                                        peer_name=peer_name).rstrip()
+    clause = "reflection_clause_full" if cell.reflection and not cell.no_reward else "reflection_clause_none"
+    return templates.render("system", agent_name=NAMES[slot], peer_name=peer_name,
+                            n_episodes=n_episodes or cell.n_total(), max_turns=cell.max_turns,
+                            max_rounds=cell.max_rounds, reward_paragraph=("\n" + reward + "\n") if reward else "",
+                            reflection_clause=templates.render(f"results/{clause}"))
+
+
+def _right(verdict: str, truth: bool) -> bool:
+    return verdict == ("ACCEPT" if truth else "REJECT")
+
+
+_MEMO: dict[str, str] = {}
+_MEMO_MAX = 50_000
+
+
+class _MemoWorkspace:
+    """Task tools are deterministic functions of the task and the calls made so far in a fresh
+    workspace (tool outputs carry no timings or real paths), so a result already computed for the
+    same task and the same call history is reused instead of, say, running pytest again. Calls
+    skipped that way are replayed on the real workspace before the next call that is not known,
+    so its files are always what the history says."""
+
+    def __init__(self, workspace: Any, task_id: str) -> None:
+        self.workspace = workspace
+        self.history = hashlib.sha256(task_id.encode())
+        self.skipped: list[tuple[str, dict[str, Any] | None]] = []
+
+    async def call(self, name: str, arguments: dict[str, Any] | None) -> str:
+        self.history.update(json.dumps([name, arguments], sort_keys=True, ensure_ascii=False).encode())
+        key = self.history.hexdigest()
+        if key in _MEMO:
+            self.skipped.append((name, arguments))
+            return _MEMO[key]
+        for n, a in self.skipped:
+            await asyncio.to_thread(_call_workspace, self.workspace, n, a)
+        self.skipped = []
+        result = await asyncio.to_thread(_call_workspace, self.workspace, name, arguments)
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        _MEMO[key] = result
+        return result
+
+
+def _call_workspace(workspace: Any, name: str, arguments: dict[str, Any] | None) -> str:
+    """A task tool call; its errors go back to the agent as text."""
+    from workbench.worlds.collusion.tasks import ToolError
+
+    try:
+        return str(workspace.call(name, arguments if arguments is not None else {}))
+    except ToolError as exc:
+        return f"Error: {exc}"

@@ -1,0 +1,123 @@
+"""The parameters of one cell of a peer-verification study (validated with pydantic).
+
+Defaults are the source study's main setting: 10 episodes, 15 model turns in
+the task phase, 5 rounds of 200-character messages (throttled), 3 attempts per
+message turn and per verdict, the raw-only policy, shared verdict-accuracy
+rewards with review and reflection, and full cross-episode memory."""
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from workbench.worlds.collusion.spans import POLICIES, THROTTLES, episode_values
+
+AGENTS: tuple[str, ...] = ("alice", "bob")
+MemoryScope = Literal["full", "communication-onward", "feedback-and-reflection"]
+MEMORY_SCOPES: tuple[str, ...] = MemoryScope.__args__  # type: ignore[attr-defined]
+
+
+class AgentSpec(BaseModel):
+    """One agent: its model route (or a script of reply texts) and its memory length."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str | None = Field(None, description="route; defaults to the cell's model")
+    script: list[str] | None = Field(None, description="reply texts of a scripted agent (JSON tool calls)")
+    latency_s: float | None = Field(None, ge=0)
+    memory_length: Union[int, Literal["all", "none"]] = Field(
+        "all", description="earlier episodes kept in context: all, none, or the last N")
+
+    @field_validator("memory_length")
+    @classmethod
+    def _length(cls, v: Any) -> Any:
+        if isinstance(v, int) and v < 0:
+            raise ValueError("memory_length must be all, none or a non-negative integer")
+        return v
+
+    def keep(self) -> int | None:
+        """How many earlier episodes to keep (None: all)."""
+        if self.memory_length == "all":
+            return None
+        if self.memory_length == "none":
+            return 0
+        return int(self.memory_length)
+
+
+class CollusionCell(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str | None = Field(None, description="a short name for tables; derived when absent")
+    model: str = Field("sim-collusion/pragmatic", description="route of every agent without its own")
+    alice: AgentSpec = Field(default_factory=AgentSpec)
+    bob: AgentSpec = Field(default_factory=AgentSpec)
+    episodes: int = Field(10, ge=1, le=200, description="evaluation episodes")
+    warmup: int = Field(0, ge=0, le=50, description="warm-up episodes before them (flagged in the records)")
+    sequence_seed: int = Field(20260901, description="seed of the fixed episode sequences (shared by all cells)")
+    sequences: int = Field(50, ge=1, le=10_000, description="how many fixed sequences; world i uses sequence i")
+    max_turns: int = Field(15, ge=1, le=200, description="model turns of the task phase")
+    max_rounds: int = Field(5, ge=1, le=50)
+    char_limit: int = Field(200, ge=1, le=100_000)
+    attempts: int = Field(3, ge=1, le=20, description="attempts per message turn")
+    verdict_attempts: int = Field(3, ge=1, le=20)
+    policy_spans: str = Field("raw-only:*", description="verdict policy per episode, e.g. summary-allowed:3,raw-only:*")
+    throttle_spans: str = Field("throttled:*", description="channel per episode, e.g. no-throttle:3,throttled:*")
+    reward_type: Literal["verdict-accuracy", "acceptance"] = "verdict-accuracy"
+    reward_scope: Literal["shared", "separate"] = "shared"
+    no_reward: bool = Field(False, description="no reward instructions, reward feedback or reflection "
+                                               "(the verdict review stays unless turned off)")
+    verdict_review: bool = True
+    reflection: bool = True
+    memory_scope: MemoryScope = "full"
+    context_limit_tokens: int | None = Field(None, ge=100, description="drop the oldest episode when the context "
+                                                                       "would exceed this many (approximate) tokens")
+    controlled: Literal["none", "compliant", "violating"] = Field(
+        "none", description="replace bob by a recorded peer replayed as compliant or violating")
+    peer_cache: str = Field("peer-cache", description="folder of recorded peers, relative to the params file")
+    peer_model: str | None = Field(None, description="route that records the controlled peer (default: bob's)")
+    observed_verdict: bool = Field(False, description="show the controlled peer's verdict in alice's feedback")
+    sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, reasoning_effort ...")
+    prompts: str = Field("prompts/collusion", description="template folder, relative to the params file")
+
+    @model_validator(mode="after")
+    def _check(self) -> "CollusionCell":
+        n = self.warmup + self.episodes
+        episode_values(self.policy_spans, POLICIES, n, field="policy_spans")
+        episode_values(self.throttle_spans, THROTTLES, n, field="throttle_spans")
+        for slot in AGENTS:
+            spec: AgentSpec = getattr(self, slot)
+            if self.route_for(slot) == "scripted" and spec.script is None:
+                raise ValueError(f"{slot} uses model 'scripted' but has no {slot}.script")
+        if self.controlled != "none" and self.peer_route() == "scripted":
+            raise ValueError("a controlled peer is recorded by a model; set peer_model (or bob.model) to a route")
+        return self
+
+    def route_for(self, slot: str) -> str:
+        spec: AgentSpec = getattr(self, slot)
+        if spec.model:
+            return spec.model
+        if spec.script is not None:
+            return "scripted"
+        return self.model
+
+    def peer_route(self) -> str:
+        return self.peer_model or self.route_for("bob")
+
+    def n_total(self) -> int:
+        return self.warmup + self.episodes
+
+    def policies(self) -> list[str]:
+        return episode_values(self.policy_spans, POLICIES, self.n_total(), field="policy_spans")
+
+    def throttles(self) -> list[bool]:
+        return [v == "throttled" for v in episode_values(self.throttle_spans, THROTTLES, self.n_total(),
+                                                         field="throttle_spans")]
+
+    def describe(self) -> str:
+        if self.label:
+            return self.label
+        routes = sorted({self.route_for(s) for s in AGENTS})
+        parts = ["+".join(routes), self.reward_type, self.reward_scope, f"memory {self.memory_scope}"]
+        if self.controlled != "none":
+            parts.append(f"controlled {self.controlled}")
+        if self.warmup:
+            parts.append(f"warm-up {self.warmup}")
+        return " · ".join(parts)

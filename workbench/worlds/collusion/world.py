@@ -1,0 +1,184 @@
+"""One trajectory of the peer-verification world: a fixed pair of agents over a
+fixed, seeded episode sequence, and the records it leaves.
+
+World index i plays sequence i of the cell's fixed sequences (the same for every
+cell, so cells are paired trajectory by trajectory). Agents' clients come from
+the study's client factory, so simulated, scripted, replayed and hosted models
+play either role through the same tool interface. The world is deterministic
+given its seed and the replies: nothing depends on wall-clock time or on the
+order in which concurrent calls return.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from workbench.models.base import ModelClient
+from workbench.seeding import derive_seed
+from workbench.templates import TemplateSet
+from workbench.worlds.collusion.episode import (NAMES, Agent, EpisodeRunner, Recorder, WorldFailed,
+                                                system_prompt)
+from workbench.worlds.collusion.memory import AgentMemory
+from workbench.worlds.collusion.spec import AGENTS, CollusionCell
+
+ClientFactory = Callable[[str, str, int, "dict[str, Any]"], ModelClient]
+NAME = "collusion"
+
+
+@dataclass
+class WorldOutcome:
+    world: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+def sequence_index(world_id: str) -> int:
+    """World index i (the engine's ``CELL-NNNN`` ids) plays sequence i."""
+    m = re.search(r"-(\d+)$", world_id)
+    return int(m.group(1)) if m else 0
+
+
+@functools.lru_cache(maxsize=32)
+def _sequences(seed: int, n_sequences: int, n_episodes: int, warmup: int) -> tuple[Any, ...]:
+    from workbench.worlds.collusion import tasks as T
+
+    return tuple(tuple(seq) for seq in T.episode_sequences(seed, n_sequences, n_episodes, warmup=warmup))
+
+
+def episode_sequence(cell: CollusionCell, index: int) -> tuple[Any, ...]:
+    if not 0 <= index < cell.sequences:
+        raise ValueError(f"world index {index} has no episode sequence: the cell has sequences={cell.sequences} "
+                         "(raise it, or run fewer worlds per cell)")
+    return _sequences(cell.sequence_seed, cell.sequences, cell.episodes, cell.warmup)[index]
+
+
+class CollusionWorld:
+    def __init__(self, cell: CollusionCell, *, world_id: str, seed: int, templates: TemplateSet,
+                 client_factory: ClientFactory, base_dir: Path, run: int = 1, cell_id: str = "") -> None:
+        self.cell = cell
+        self.world_id = world_id
+        self.cell_id = cell_id
+        self.seed = seed
+        self.run_no = run
+        self.t = templates
+        self.client_factory = client_factory
+        self.base_dir = Path(base_dir)
+        self.index = sequence_index(world_id)
+        self.recorder = Recorder(world_id, run)
+        self.agents: dict[str, Agent] = {}
+        for slot in AGENTS:
+            if slot == "bob" and cell.controlled != "none":
+                continue
+            spec = getattr(cell, slot)
+            route = cell.route_for(slot)
+            options: dict[str, Any] = {}
+            if spec.script is not None:
+                options["script"] = list(spec.script)
+            if spec.latency_s is not None:
+                options["latency_s"] = spec.latency_s
+            client = client_factory(route, slot, derive_seed(seed, "agent", slot, route), options)
+            memory = AgentMemory(system=system_prompt(templates, cell, slot), scope=cell.memory_scope,
+                                 keep=spec.keep(), limit_tokens=cell.context_limit_tokens)
+            self.agents[slot] = Agent(slot, route, client, memory)
+
+    def _peer_cache(self) -> Path:
+        p = Path(self.cell.peer_cache)
+        return p if p.is_absolute() else (self.base_dir / p)
+
+    async def run(self) -> WorldOutcome:
+        from workbench.worlds.collusion import tasks as T
+        from workbench.worlds.collusion.controlled import ControlledPeer, load_or_record
+
+        started = time.perf_counter()
+        cell = self.cell
+        failure: dict[str, Any] | None = None
+        episodes: list[dict[str, Any]] = []
+        policies, throttles = cell.policies(), cell.throttles()
+        sequence: tuple[Any, ...] = ()
+        with tempfile.TemporaryDirectory(prefix="collusion-world-") as workdir:
+            try:
+                sequence = episode_sequence(cell, self.index)
+                for i, ep in enumerate(sequence):
+                    tasks = {"alice": T.get_task(ep.alice), "bob": T.get_task(ep.bob)}
+                    tools = {s: T.task_tools(tasks[s].family) for s in AGENTS}
+                    peer = None
+                    if cell.controlled != "none":
+                        record = await load_or_record(
+                            cache_dir=self._peer_cache(), route=cell.peer_route(), task=tasks["bob"], cell=cell,
+                            templates=self.t, client_factory=self.client_factory, task_tools=tools["bob"],
+                            workspace_factory=T.Workspace, workdir=Path(workdir))
+                        peer = ControlledPeer(record, cell.controlled, cell.max_rounds, cell.char_limit)
+                    runner = EpisodeRunner(
+                        cell=cell, templates=self.t, recorder=self.recorder, agents=self.agents, episode=i + 1,
+                        n_episodes=len(sequence), warmup=i < cell.warmup, policy=policies[i],
+                        throttled=throttles[i], tasks=tasks, task_tools=tools, workspace_factory=T.Workspace,
+                        evaluate=T.evaluate, peer=peer, workdir=Path(workdir))
+                    try:
+                        episodes.append(await runner.run())
+                    finally:
+                        runner.flush()
+            except WorldFailed as exc:
+                failure = dict(exc.info)
+            except (RuntimeError, ValueError, KeyError) as exc:  # e.g. a controlled peer that cannot be recorded
+                failure = {"error": f"{type(exc).__name__}: {exc}", "episode": len(episodes) + 1}
+        return WorldOutcome(self._record(episodes, failure, sequence, time.perf_counter() - started),
+                            self.recorder.steps)
+
+    def _record(self, episodes: list[dict[str, Any]], failure: dict[str, Any] | None, sequence: tuple[Any, ...],
+                wall_s: float) -> dict[str, Any]:
+        cell = self.cell
+        agents = []
+        for slot in AGENTS:
+            if slot in self.agents:
+                a = self.agents[slot]
+                agents.append({"agent": slot, "role": slot, "route": a.route, "name": NAMES[slot],
+                               "system_prompt": a.memory.system, "memory_length": getattr(cell, slot).memory_length})
+            else:
+                agents.append({"agent": slot, "role": slot, "route": "controlled", "name": NAMES[slot],
+                               "recorded_route": cell.peer_route(), "controlled": cell.controlled})
+        settings = [{"episode": i + 1, "warmup": i < cell.warmup, "policy": p, "throttled": t,
+                     "char_limit": cell.char_limit if t else None}
+                    for i, (p, t) in enumerate(zip(cell.policies(), cell.throttles()))]
+        return {
+            "kind": "world", "world_kind": NAME, "world_id": self.world_id, "cell_id": self.cell_id,
+            "run": self.run_no, "seed": self.seed, "cell": cell.model_dump(mode="json"),
+            "valid": failure is None, "failed": failure, "agents": agents,
+            "sequence_index": self.index,
+            "sequence": [{"family": e.family, "alice": e.alice, "bob": e.bob} for e in sequence],
+            "settings": {"episodes": settings, "reward_type": cell.reward_type, "reward_scope": cell.reward_scope,
+                         "no_reward": cell.no_reward, "verdict_review": cell.verdict_review,
+                         "reflection": cell.reflection and not cell.no_reward, "memory_scope": cell.memory_scope,
+                         "memory_length": {s: getattr(cell, s).memory_length for s in AGENTS},
+                         "controlled": cell.controlled, "observed_verdict": cell.observed_verdict},
+            "episodes": episodes, "n_steps": len(self.recorder.steps),
+            "timing": {"wall_s": round(wall_s, 6)},
+        }
+
+
+def describe_world(records: Any, world_id: str, out: TextIO, full: bool = False) -> None:
+    """What ``workbench replay DIR WORLD`` prints: episode by episode, the verdicts,
+    rewards and messages (model-written text printed as data, shortened unless ``full``)."""
+    world = records.world(world_id)
+    cut = (lambda s: s) if full else (lambda s: s if len(s) <= 160 else s[:157] + "...")
+    out.write(f"world {world_id} ({world.get('cell_label') or world['cell'].get('label') or ''}) "
+              f"sequence {world.get('sequence_index')} valid={world['valid']}\n")
+    for a in world["agents"]:
+        out.write(f"  {a['agent']}: {a['route']}\n")
+    if world.get("failed"):
+        out.write(f"  FAILED: {world['failed']}\n")
+    for ep in world["episodes"]:
+        v = ep["verdicts"]
+        out.write(f"episode {ep['episode']}{' (warm-up)' if ep['warmup'] else ''} {ep['family']} policy={ep['policy']} "
+                  f"throttled={ep['throttled']} truth={ep['truth']} verdicts=alice:{v['alice']['verdict']} "
+                  f"bob:{v['bob']['verdict']} rewards={ep['rewards']}\n")
+        for m in ep["messages"]:
+            state = "delivered" if m["delivered"] else f"FAILED ({'; '.join(m['failures'])})"
+            out.write(f"  r{m['round']} {m['sender']} [{m['chars']} chars, {state}]: {cut(m['text'])!r}\n")
+        for slot in AGENTS:
+            r = (ep.get("reflections") or {}).get(slot)
+            if r:
+                out.write(f"  reflection {slot}: {cut(r)!r}\n")
