@@ -9,6 +9,7 @@ from types import ModuleType
 
 KINDS: dict[str, str] = {
     "stigmergy": "workbench.worlds.stigmergy",
+    "collusion": "workbench.worlds.collusion",
     "recall": "workbench.worlds.recall",
 }
 
