@@ -421,3 +421,18 @@ def test_anchoring_and_belief_retrieval_profile(shipped: list[Script]) -> None:
         top3 = count(rows, lambda r, h: any(right(r, x) for x in h[:3]))
         print(f"belief asymmetry {weights}: update in top 3 {top3}/{len(rows)}")
         assert top3 >= 0.8 * len(rows)
+
+
+def test_generated_scripts_show_the_same_retrieval_contrast(tmp_path: Path) -> None:
+    generate_all_scripts(tmp_path, scripts_per_domain=4, seed=3)
+    scripts = load_scripts(tmp_path)
+    recalls = {(s.script_id, r.turn): r for s in scripts for r in s.recalls()}
+    right = lambda sid, turn, h: answer_matches(h.entry.text, recalls[(sid, turn)].ground_truth)  # noqa: E731
+    naive = collapse_rankings(scripts, (1.0, 0.0, 0.3))
+    light = collapse_rankings(scripts, (1.0, 0.4, 0.3))
+    assert sum(not right(sid, t, h[0]) for sid, t, h in naive) >= 0.8 * len(naive)
+    assert sum(right(sid, t, h[0]) for sid, t, h in light) >= 0.8 * len(light)
+    anchored = collapse_rankings(scripts, (1.0, 0.0, 0.3), "memory_anchoring")
+    assert sum(not right(sid, t, h[0]) for sid, t, h in anchored) >= 0.8 * len(anchored)
+    fixed = collapse_rankings(scripts, (1.0, 0.4, 0.3), "memory_anchoring", invalidation=True)
+    assert sum(right(sid, t, h[0]) for sid, t, h in fixed) >= 0.8 * len(fixed)

@@ -80,11 +80,10 @@ def _clock(rng: Random) -> tuple[str, list[str]]:
 
 @dataclass(frozen=True)
 class Topic:
-    """A fact that can be asked about: ``subject`` reads after "the"; ``short`` is the
-    word a correction uses instead of the full subject; ``source`` names the record."""
+    """A fact that can be asked about: ``subject`` reads after "the"; ``source`` names
+    the record that states it."""
 
     subject: str
-    short: str
     source: str
     value: Callable[[Random], tuple[str, list[str]]]
     question: str = "What is the {subject}?"
@@ -92,34 +91,34 @@ class Topic:
 
 TOPICS: dict[str, list[Topic]] = {
     "legal": [
-        Topic("filing deadline for the appellate brief", "deadline", "Court order", _date),
-        Topic("settlement offer from opposing counsel", "offer", "Negotiation log", _money(90_000, 400_000, 5_000)),
-        Topic("date of the mediation session", "session", "Mediator's letter", _date),
-        Topic("earnest money deposit for the property", "deposit", "Purchase agreement", _money(50_000, 250_000, 10_000)),
-        Topic("cap on the indemnity", "cap", "Signed agreement", _money(500_000, 3_000_000, 50_000)),
-        Topic("exclusivity period in the term sheet", "exclusivity", "Term sheet", _unit(6, 37, 3, "months")),
-        Topic("hearing date for the summary judgment motion", "hearing", "Scheduling order", _date),
-        Topic("number of documents in the production", "production", "Vendor report", _count(2_000, 60_000, 500)),
+        Topic("filing deadline for the appellate brief", "Court order", _date),
+        Topic("settlement offer from opposing counsel", "Negotiation log", _money(90_000, 400_000, 5_000)),
+        Topic("date of the mediation session", "Mediator's letter", _date),
+        Topic("earnest money deposit for the property", "Purchase agreement", _money(50_000, 250_000, 10_000)),
+        Topic("cap on the indemnity", "Signed agreement", _money(500_000, 3_000_000, 50_000)),
+        Topic("exclusivity period in the term sheet", "Term sheet", _unit(6, 37, 3, "months")),
+        Topic("hearing date for the summary judgment motion", "Scheduling order", _date),
+        Topic("number of documents in the production", "Vendor report", _count(2_000, 60_000, 500)),
     ],
     "medical": [
-        Topic("enoxaparin dose", "anticoagulant", "Attending order", _unit(20, 121, 20, "mg")),
-        Topic("furosemide dose", "diuretic", "Attending order", _unit(20, 81, 20, "mg")),
-        Topic("time of the abdominal CT scan", "scan", "Radiology booking", _clock),
-        Topic("intravenous fluid rate", "infusion", "Attending order", _unit(30, 151, 5, "mL per hour")),
-        Topic("planned discharge date", "discharge", "Care plan", _date),
-        Topic("gentamicin dose", "aminoglycoside", "Attending order", _unit(160, 481, 40, "mg")),
-        Topic("start time of the oral rehydration trial", "trial", "Care plan", _clock),
-        Topic("insulin glargine dose at bedtime", "basal insulin", "Attending order", _unit(10, 41, 2, "units")),
+        Topic("enoxaparin dose", "Attending order", _unit(20, 121, 20, "mg")),
+        Topic("furosemide dose", "Attending order", _unit(20, 81, 20, "mg")),
+        Topic("time of the abdominal CT scan", "Radiology booking", _clock),
+        Topic("intravenous fluid rate", "Attending order", _unit(30, 151, 5, "mL per hour")),
+        Topic("planned discharge date", "Care plan", _date),
+        Topic("gentamicin dose", "Attending order", _unit(160, 481, 40, "mg")),
+        Topic("start time of the oral rehydration trial", "Care plan", _clock),
+        Topic("insulin glargine dose at bedtime", "Attending order", _unit(10, 41, 2, "units")),
     ],
     "finance": [
-        Topic("single-stock weight limit for the fund", "limit", "Investment committee rule", _percent(4, 12, " of NAV")),
-        Topic("duration target for the portfolio", "target", "Mandate", _unit(3, 10, 1, "years")),
-        Topic("date of the quarterly rebalance", "rebalance", "Calendar", _date),
-        Topic("one-day Value-at-Risk limit", "risk budget", "Risk limits sheet", _millions),
-        Topic("hedge ratio for the USD exposure", "hedging", "Board policy", _percent(40, 95)),
-        Topic("offer price per share for the target company", "consideration", "Merger agreement", _money(20, 120, 1)),
-        Topic("next interest payment date", "payment", "Credit agreement", _date),
-        Topic("target cash buffer for the fund", "liquidity reserve", "Liquidity policy", _percent(1, 9, " of NAV")),
+        Topic("single-stock weight limit for the fund", "Investment committee rule", _percent(4, 12, " of NAV")),
+        Topic("duration target for the portfolio", "Mandate", _unit(3, 10, 1, "years")),
+        Topic("date of the quarterly rebalance", "Calendar", _date),
+        Topic("one-day Value-at-Risk limit", "Risk limits sheet", _millions),
+        Topic("hedge ratio for the USD exposure", "Board policy", _percent(40, 95)),
+        Topic("offer price per share for the target company", "Merger agreement", _money(20, 120, 1)),
+        Topic("next interest payment date", "Credit agreement", _date),
+        Topic("target cash buffer for the fund", "Liquidity policy", _percent(1, 9, " of NAV")),
     ],
 }
 
@@ -245,7 +244,7 @@ def generate_script(domain: str, failure_modes: Sequence[str], seed: int, script
                          f"As I understand it, the {subject} is {old}."]
             for role, text in zip(repeaters, rng.sample(phrasings, len(repeaters))):
                 early.append(statement(role, text, fid, True))
-            late.append(statement(corrector, f"Correction after checking the originals: the {topic.short} "
+            late.append(statement(corrector, f"Correction after checking the originals: the {subject} "
                                              f"should now read {new}.", fid, True))
             truth = accepted
         # the recaller: a team role that has not spoken about this fact (belief: the one who did)
