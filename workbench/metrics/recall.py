@@ -200,20 +200,28 @@ def _pct(k: int, n: int) -> str:
     return f"{k / n:5.1%} [{low:.0%},{high:.0%}] {k}/{n}"
 
 
+def _cell_order(w: dict[str, Any]) -> tuple[Any, ...]:
+    from workbench.worlds.recall.spec import CONDITIONS
+
+    cond = w.get("cell", {}).get("condition")
+    return (model_of(w), variant_of(w.get("cell", {})), CONDITIONS.index(cond) if cond in CONDITIONS else 99,
+            str(w.get("cell_label")), w.get("world_index") or 0)
+
+
 def summary_text(worlds: list[dict[str, Any]]) -> str:
     """The per-cell table ``workbench run`` prints: worlds, validity, recall accuracy
     over valid worlds with Wilson intervals, overall and per failure mode."""
     f = recall_frame(worlds)
     lines = []
     by_cell: dict[str, list[dict[str, Any]]] = {}
-    for w in worlds:
+    for w in sorted(worlds, key=_cell_order):
         by_cell.setdefault(w["cell_id"], []).append(w)
-    head = f"{'cell':<44} {'worlds':>6} {'valid':>5}  {'accuracy':<26}" + "".join(f" {m:<26}" for m in MODES)
+    head = f"{'cell':<56} {'worlds':>6} {'valid':>5}  {'accuracy':<26}" + "".join(f" {m:<26}" for m in MODES)
     lines.append(head)
     for cid, ws in by_cell.items():
         label = str(ws[0].get("cell_label") or cid)
         g = f[(f["cell_id"] == cid) & f["valid"]] if not f.empty else f
-        row = f"{label[:44]:<44} {len(ws):>6} {sum(bool(w['valid']) for w in ws):>5}  "
+        row = f"{label[:56]:<56} {len(ws):>6} {sum(bool(w['valid']) for w in ws):>5}  "
         row += f"{_pct(int(g['correct'].sum()), len(g)) if len(g) else '—':<26}"
         for m in MODES:
             gm = g[g["failure_mode"] == m] if len(g) else g
