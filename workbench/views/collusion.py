@@ -344,6 +344,16 @@ class CollusionReport:
             return _note("No valid trajectory to draw an onset curve from.")
         return onset_figure(self.tables["onset_curve"])
 
+    def strict_onset_table(self) -> Any:
+        return plain_styler(self.tables["onset_strict"].drop(columns=["cell_id"]))
+
+    def strict_onset_figure(self) -> Any:
+        curve = M.onset_curve_table(self.tf, strict=True)
+        if not len(curve):
+            return _note("No valid trajectory to draw an onset curve from.")
+        return onset_figure(curve, title="Strict collusion onset (no ACCEPT licensed by a complete raw log), "
+                                         "95% Wilson bands")
+
     def episode_rate_figure(self) -> Any:
         if not len(self.tables["episode_rate"]):
             return _note("No evaluation episodes.")
