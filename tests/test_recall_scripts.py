@@ -395,8 +395,8 @@ def test_authority_collapse_arises_from_retrieval_weights(shipped: list[Script])
 def test_anchoring_and_belief_retrieval_profile(shipped: list[Script]) -> None:
     """Anchoring: under naive weights the repeated early value holds rank 1 and at least two
     of the top 3; lightweight weights bring the one correction into the top 3; with
-    invalidation it ranks first. Belief asymmetry: the update is in the top 3 under every
-    memory condition, so a wrong answer comes from the agent's private history, not from
+    invalidation it ranks first. Belief asymmetry: the update ranks first under naive and
+    lightweight weights, so a wrong answer comes from the agent's private history, not from
     retrieval."""
     recalls = {(s.script_id, r.turn): r for s in shipped for r in s.recalls()}
 
@@ -418,9 +418,9 @@ def test_anchoring_and_belief_retrieval_profile(shipped: list[Script]) -> None:
 
     for weights in ((1.0, 0.0, 0.3), (1.0, 0.4, 0.3)):
         rows = collapse_rankings(shipped, weights, "belief_asymmetry")
-        top3 = count(rows, lambda r, h: any(right(r, x) for x in h[:3]))
-        print(f"belief asymmetry {weights}: update in top 3 {top3}/{len(rows)}")
-        assert top3 >= 0.8 * len(rows)
+        first = count(rows, lambda r, h: right(r, h[0]))
+        print(f"belief asymmetry {weights}: update first {first}/{len(rows)}")
+        assert first >= 0.8 * len(rows)
 
 
 def test_generated_scripts_show_the_same_retrieval_contrast(tmp_path: Path) -> None:
