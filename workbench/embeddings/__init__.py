@@ -43,13 +43,19 @@ class Embedder(Protocol):
 KNOWN_EMBEDDERS: tuple[str, ...] = ("lexical", "minilm")
 
 
-@lru_cache(maxsize=None)
 def get_embedder(name: str = "lexical") -> Embedder:
     """The named embedder, built once per process (the MiniLM weights are 90 MB).
 
     Raises ``ValueError`` for an unknown name and ``EmbedderUnavailable`` when the
-    model's files are not installed.
+    model's files are not installed (a failure is not cached: installing then retrying works).
     """
+    if name not in KNOWN_EMBEDDERS:
+        raise ValueError(f"unknown embedder {name!r}; known embedders: {', '.join(KNOWN_EMBEDDERS)}")
+    return _build(name)
+
+
+@lru_cache(maxsize=None)
+def _build(name: str) -> Embedder:
     if name == "lexical":
         from workbench.embeddings.lexical import LexicalEmbedder
 
@@ -58,7 +64,7 @@ def get_embedder(name: str = "lexical") -> Embedder:
         from workbench.embeddings.minilm import MiniLMEmbedder
 
         return MiniLMEmbedder()
-    raise ValueError(f"unknown embedder {name!r}; known embedders: {', '.join(KNOWN_EMBEDDERS)}")
+    raise AssertionError(name)
 
 
 __all__ = ["Embedder", "EmbedderUnavailable", "INSTALL_HINT", "KNOWN_EMBEDDERS", "get_embedder"]

@@ -23,7 +23,7 @@ from collections import Counter
 
 import numpy as np
 
-_TOKEN = re.compile(r"\d+(?:[.,:/]\d+)*|[^\W\d_]+(?:'[^\W\d_]+)?")
+_TOKEN = re.compile(r"\d+(?:[.,:/]\d+)*|[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be been before being below
@@ -46,13 +46,15 @@ def stem(word: str) -> str:
     """Strip one common English suffix, keeping at least three letters; numbers untouched."""
     if word[0].isdigit():
         return word
-    word = word.replace("'", "")
+    word = word.replace("'", "").replace("\u2019", "")
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             if suffix == "ies":
                 return word[:-3] + "y"
-            if suffix == "s" and word.endswith("ss"):
-                return word
+            if suffix == "es" and not word.endswith(("ses", "xes", "zes", "ches", "shes")):
+                continue  # "deadlines" -> "deadline" (by the "s" rule), but "boxes" -> "box"
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                return word  # "class", "status", "analysis"
             return word[: -len(suffix)]
     return word
 
