@@ -1,0 +1,362 @@
+"""Figures and HTML of the recall world, all read from records: accuracy by failure
+mode and condition with Wilson error bars, a world's turn timeline, the retrieval
+ranks of each recall, and what was in each recalling agent's context.
+
+Script and model text is data: every such string is escaped (:mod:`workbench.views.escape`)
+before it reaches plotly or HTML. :class:`RecallReport` is what
+``notebooks/recall_analysis.ipynb`` calls; :func:`explore_world` is what
+``notebooks/recall_world.ipynb`` calls."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from workbench.metrics.recall import MODES, accuracy_table, condition_differences, metric_tables, recall_frame
+from workbench.views.escape import esc_html, esc_plot, plot_lines
+
+MODE_COLOURS = {"belief_asymmetry": "#1f77b4", "authority_collapse": "#d62728", "memory_anchoring": "#2ca02c",
+                "all": "#7f7f7f"}
+SIM_NOTE = "SIMULATED behaviour, not real models"
+
+
+def _simulated_world(world: dict[str, Any]) -> bool:
+    from workbench.models.factory import is_simulated_route
+
+    return all(is_simulated_route(a.get("route", "")) for a in world.get("agents", []))
+
+
+# -- accuracy -----------------------------------------------------------------------------
+def accuracy_figure(frame: pd.DataFrame, title: str = "Recall accuracy by failure mode and condition") -> go.Figure:
+    """Grouped bars: conditions on x, one bar per failure mode, 95% Wilson error bars,
+    one row per model setting (recalls of valid worlds)."""
+    from workbench.worlds.recall.spec import CONDITIONS
+
+    t = accuracy_table(frame, ["model", "variant", "failure_mode", "condition"])
+    settings = [] if t.empty else list(dict.fromkeys(zip(t["model"], t["variant"])))
+    fig = make_subplots(rows=max(1, len(settings)), cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=[esc_plot(m + (f" ({v})" if v else ""), 90) for m, v in settings] or None)
+    for row, (model, variant) in enumerate(settings, 1):
+        sub = t[(t["model"] == model) & (t["variant"] == variant)]
+        order = [c for c in CONDITIONS if c in set(sub["condition"])]
+        for mode in MODES:
+            m = sub[sub["failure_mode"] == mode].set_index("condition").reindex(order)
+            if m["n"].isna().all():
+                continue
+            fig.add_trace(go.Bar(
+                x=order, y=m["rate"], name=mode, legendgroup=mode, showlegend=row == 1,
+                marker_color=MODE_COLOURS[mode],
+                error_y={"type": "data", "symmetric": False, "array": (m["high"] - m["rate"]).tolist(),
+                         "arrayminus": (m["rate"] - m["low"]).tolist()},
+                hovertext=[plot_lines([esc_plot(mode), esc_plot(c), f"{k} ({lo:.0%}–{hi:.0%})"])
+                           if isinstance(k, str) else "" for c, k, lo, hi in
+                           zip(order, m["k/n"], m["low"].fillna(0), m["high"].fillna(0))],
+                hoverinfo="text"), row=row, col=1)
+        fig.update_yaxes(range=[0, 1.05], tickformat=".0%", title_text="accuracy", row=row, col=1)
+    sim = bool(len(frame)) and bool(frame["simulated"].all())
+    fig.update_layout(barmode="group", height=260 + 240 * max(1, len(settings)),
+                      title={"text": esc_plot(title) + (f"<br><sup>{SIM_NOTE}</sup>" if sim else "")},
+                      legend={"title": {"text": "failure mode"}})
+    return fig
+
+
+# -- one world ----------------------------------------------------------------------------
+def turn_timeline(world: dict[str, Any]) -> go.Figure:
+    """Turns on x, roles on y: statements, memory writes (with invalidations) and
+    recalls (green right, red wrong); hover shows the text, escaped."""
+    roles = ["user"] + [a["role"] for a in world["agents"] if a["agent"] != "judge"]
+    writes: dict[int, list[dict[str, Any]]] = {}
+    for e in world["memory_log"]:
+        writes.setdefault(e["turn"], []).append(e)
+    recalls = {r["turn"]: r for r in world["recalls"]}
+    xs: dict[str, list[Any]] = {k: [] for k in ("statement", "write", "recall-right", "recall-wrong", "invalidation")}
+    ys: dict[str, list[Any]] = {k: [] for k in xs}
+    hover: dict[str, list[str]] = {k: [] for k in xs}
+    for t in world["turns"]:
+        lines = [f"turn {t['turn']} · {esc_plot(t['role'])}"]
+        if t["is_recall"]:
+            r = recalls.get(t["turn"], {})
+            key = "recall-right" if r.get("correct") else "recall-wrong"
+            lines += [f"[{esc_plot(r.get('failure_mode'))}] {esc_plot(r.get('query'), 120)}",
+                      f"answer: {esc_plot(r.get('answer'), 160)}",
+                      f"expected: {esc_plot(' | '.join(r.get('ground_truth', [])), 120)}"]
+        else:
+            key = "write" if t.get("write_to_memory") else "statement"
+            for e in writes.get(t["turn"], []):
+                lines.append(f"memory += {esc_plot(e['text'], 160)}" + (" (refused)" if e["refused"] else ""))
+            if t.get("reply"):
+                lines.append(f"reply: {esc_plot(t['reply'], 120)}")
+        xs[key].append(t["turn"])
+        ys[key].append(t["role"])
+        hover[key].append(plot_lines(lines))
+        for e in writes.get(t["turn"], []):
+            for x in e["removed"]:
+                xs["invalidation"].append(t["turn"])
+                ys["invalidation"].append(x["author_role"] if x["author_role"] in roles else "user")
+                hover["invalidation"].append(plot_lines([f"turn {t['turn']}: removed entry {x['entry_id']} by "
+                                                         f"{esc_plot(x['author_role'])}", esc_plot(x["text"], 160)]))
+    style = {"statement": ("circle-open", "#7f7f7f", 10), "write": ("square", "#ff7f0e", 11),
+             "recall-right": ("star", "#2ca02c", 16), "recall-wrong": ("x", "#d62728", 14),
+             "invalidation": ("triangle-down", "#9467bd", 12)}
+    fig = go.Figure()
+    for key, (symbol, colour, size) in style.items():
+        if xs[key]:
+            fig.add_trace(go.Scatter(x=xs[key], y=ys[key], mode="markers", name=key, hovertext=hover[key],
+                                     hoverinfo="text", marker={"symbol": symbol, "color": colour, "size": size}))
+    s = world["script"]
+    sub = f"{esc_plot(world.get('cell_label') or world['cell_id'], 120)} · repetition {world.get('repetition')}"
+    if _simulated_world(world):
+        sub += f" · {SIM_NOTE}"
+    fig.update_layout(title={"text": f"world {esc_plot(world['world_id'])} · script {esc_plot(s['script_id'])} "
+                                     f"({esc_plot(s['domain'])})<br><sup>{sub}</sup>"},
+                      xaxis={"title": "turn", "dtick": 1}, yaxis={"categoryorder": "array",
+                                                                   "categoryarray": [esc_plot(r) for r in roles]},
+                      height=200 + 40 * len(roles))
+    return fig
+
+
+def retrieval_ranks(world: dict[str, Any]) -> go.Figure:
+    """One column per recall: the retrieved entries by rank (1 at the top), marker size by
+    score, green when the entry states an accepted answer, red otherwise."""
+    from workbench.worlds.recall.scoring import exact_match
+
+    fig = go.Figure()
+    by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"]}
+    xs, ys, colours, sizes, hover = [], [], [], [], []
+    for rc in world["recalls"]:
+        label = f"t{rc['turn']} {rc['failure_mode'] or ''}"
+        r = by_turn.get((rc["turn"], rc["agent"]))
+        for h in (r or {}).get("hits", []):
+            right = exact_match(h["text"], rc["ground_truth"])
+            xs.append(label)
+            ys.append(h["rank"])
+            colours.append("#2ca02c" if right else "#d62728")
+            sizes.append(8 + 14 * max(0.0, float(h["score"] or 0)))
+            hover.append(plot_lines([f"rank {h['rank']} · score {h['score']:.3f} (sim {h['similarity']:.3f}, "
+                                     f"authority {h['authority']}, recency {h['recency']:.3f})",
+                                     f"{esc_plot(h['author_role'])}, turn {h['turn']}", esc_plot(h["text"], 160),
+                                     "states an accepted answer" if right else "no accepted answer"]))
+    if xs:
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", hovertext=hover, hoverinfo="text", showlegend=False,
+                                 marker={"color": colours, "size": sizes, "line": {"width": 1, "color": "#333"}}))
+    note = "no shared memory (baseline): nothing retrieved" if not world["retrieval"]["memory"] else ""
+    fig.update_layout(title={"text": f"Retrieved entries per recall, world {esc_plot(world['world_id'])}"
+                                     + (f"<br><sup>{note}</sup>" if note else "")},
+                      yaxis={"title": "rank", "autorange": "reversed", "dtick": 1}, xaxis={"title": "recall"},
+                      height=380)
+    return fig
+
+
+def context_html(world: dict[str, Any]) -> str:
+    """Per recall: the retrieved entries shown (with scores), the agent's own earlier
+    turns, the answer, what was expected and the verdicts. Everything escaped."""
+    e = esc_html
+    by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"]}
+    turns = {t["turn"]: t for t in world["turns"]}
+    out = ['<div style="font-family:system-ui,sans-serif;font-size:13px;max-width:1000px">']
+    for rc in world["recalls"]:
+        ok = "right" if rc.get("correct") else "wrong"
+        colour = "#2ca02c" if rc.get("correct") else "#d62728"
+        out.append(f'<details open><summary><b>turn {e(rc["turn"])}</b> · {e(rc["role"])} · '
+                   f'{e(rc["failure_mode"])} · <span style="color:{colour}">{ok}</span></summary>')
+        out.append(f"<p>Question: {e(rc['query'])}<br>Answer: <code>{e(rc.get('answer'))}</code><br>"
+                   f"Accepted: {e(' | '.join(rc['ground_truth']))} · exact match {e(rc.get('correct_exact'))}"
+                   + (f" · judge {e((rc.get('judge') or {}).get('verdict'))}" if rc.get("judge") else "") + "</p>")
+        r = by_turn.get((rc["turn"], rc["agent"]))
+        if r is None:
+            out.append("<p><i>No shared memory in this condition.</i></p>")
+        else:
+            out.append("<table><tr><th>rank</th><th>author</th><th>authority</th><th>similarity</th><th>recency</th>"
+                       "<th>score</th><th>turn</th><th>entry</th></tr>")
+            for h in r["hits"]:
+                out.append("<tr>" + "".join(f"<td>{e(v)}</td>" for v in (
+                    h["rank"], h["author_role"], h["authority"], f"{h['similarity']:.3f}", f"{h['recency']:.3f}",
+                    f"{h['score']:.3f}", h["turn"], h["text"])) + "</tr>")
+            out.append(f"</table><p><small>memory held {e(r['memory_size'])} entries"
+                       + (f"; namespaces {e(r['namespaces'])}" if r.get("namespaces") else "") + "</small></p>")
+        own = rc["context"]["own_turns"]
+        if own:
+            out.append("<p>Own earlier turns in its private history:</p><ul>")
+            for n in own:
+                t = turns.get(n, {})
+                out.append(f"<li>turn {e(n)} (reply: {e(t.get('reply'))})</li>")
+            out.append("</ul>")
+        out.append("</details>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def statements_html(world: dict[str, Any], steps: list[dict[str, Any]]) -> str:
+    """Every model call of the world: the prompt and the reply, escaped."""
+    e = esc_html
+    rows = []
+    for s in steps:
+        reply = s["reply"].get("text") or f"[failed: {s['reply'].get('error')}]"
+        rows.append(f"<details><summary>step {e(s['seq'])} · turn {e(s['turn'])} · {e(s['agent'])} · "
+                    f"{e(s['purpose'])}</summary><pre style='white-space:pre-wrap'>{e(s['request']['prompt'])}</pre>"
+                    f"<pre style='white-space:pre-wrap;background:#f4f4f4'>{e(reply)}</pre></details>")
+    return "<div style='font-family:system-ui,sans-serif;font-size:13px'>" + "".join(rows) + "</div>"
+
+
+# -- the explorer's world ----------------------------------------------------------------------
+def explore_world(study: str | Path, *, script_id: str, condition: str, model: str | None = None,
+                  repetition: int = 0, **cell_overrides: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run one world of a recall study for one script, as the study would run it: the
+    study's defaults, then the given condition/model/overrides; world index =
+    script position + repetition × number of scripts (so the seed is the study's)."""
+    from workbench.aio import run_sync
+    from workbench.params import load_study
+    from workbench.params import Cell, cell_hash
+    from workbench.study import run_one_world
+    from workbench.worlds.recall.world import cell_scripts
+
+    s = load_study(study)
+    base = dict(s.raw.get("defaults") or {})
+    base.update({"condition": condition, **({"model": model} if model else {}), **cell_overrides})
+    spec = s.kind.CellSpec.model_validate(base)
+    scripts = cell_scripts(spec, s.base_dir)
+    ids = [x.script_id for x in scripts]
+    if script_id not in ids:
+        raise KeyError(f"no script {script_id!r} in {spec.scripts}; scripts: {', '.join(ids)}")
+    index = ids.index(script_id) + repetition * len(ids)
+    cell = Cell(cell_hash(spec), 0, spec, "explorer")
+    outcome = run_sync(run_one_world(s, cell, index))
+    return outcome.world, outcome.steps
+
+
+# -- the report -------------------------------------------------------------------------------
+@dataclass
+class RecallReport:
+    """Everything recall_analysis.ipynb shows, as methods over the records."""
+
+    records: Any
+    other: Any = None
+
+    @classmethod
+    def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> "RecallReport":
+        from workbench.records import load_run
+
+        return cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        return recall_frame(self.records.worlds)
+
+    @cached_property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return metric_tables(self.records.worlds)
+
+    @property
+    def simulated(self) -> bool:
+        return bool(len(self.frame)) and bool(self.frame["simulated"].all())
+
+    @property
+    def title(self) -> str:
+        study = self.records.manifest.get("study") or Path(self.records.dir).name
+        cells = len({w["cell_id"] for w in self.records.worlds})
+        return f"Recall study {study}: {len(self.records.worlds)} worlds in {cells} cells, {len(self.frame)} recalls"
+
+    def _analysis(self) -> Any:
+        from workbench.analysis import Analysis
+
+        return Analysis(self.records)
+
+    def provenance_html(self) -> str:
+        return self._analysis().provenance_html()
+
+    def locks_html(self) -> str:
+        return self._analysis().locks_html()
+
+    def table(self, name: str) -> Any:
+        t = self.tables[name]
+        if t.empty:
+            from IPython.display import HTML
+
+            return HTML(f"<p><i>No rows for {html.escape(name)} in this run set.</i></p>")
+        fmt = {c: "{:.1%}" for c in ("rate", "low", "high", "diff") if c in t.columns}
+        if "p_mcnemar" in t.columns:
+            fmt["p_mcnemar"] = "{:.3g}"
+        return t.style.format(fmt, na_rep="—").hide(axis="index")
+
+    def accuracy_figure(self) -> go.Figure:
+        return accuracy_figure(self.frame)
+
+    def example_worlds(self, limit: int = 4) -> list[dict[str, Any]]:
+        """One world per cell (its first valid one), at most ``limit``."""
+        seen: dict[str, dict[str, Any]] = {}
+        for w in sorted(self.records.worlds, key=lambda w: (w["cell_id"], w.get("world_index") or 0)):
+            if w["cell_id"] not in seen and w.get("valid"):
+                seen[w["cell_id"]] = w
+        return list(seen.values())[:limit]
+
+    def example_figures(self, limit: int = 4) -> list[Any]:
+        out: list[Any] = []
+        for w in self.example_worlds(limit):
+            out += [turn_timeline(w), retrieval_ranks(w)]
+        return out
+
+    def comparison(self) -> Any:
+        """Accuracy per model × failure mode × condition in both run sets, with the
+        Newcombe difference (this run set minus the other)."""
+        from IPython.display import HTML
+
+        from workbench.stats import newcombe
+
+        if self.other is None:
+            return HTML("<p><i>No second run set given (compare_dir).</i></p>")
+        keys = ["model", "variant", "failure_mode", "condition"]
+        a = accuracy_table(self.frame, keys)
+        b = accuracy_table(recall_frame(self.other.worlds), keys)
+        m = a.merge(b, on=keys, suffixes=("", " (other)"))
+        rows = []
+        for _, r in m.iterrows():
+            diff, low, high = newcombe(int(r["k"]), int(r["n"]), int(r["k (other)"]), int(r["n (other)"]))
+            rows.append({**{k: r[k] for k in keys}, "k/n": r["k/n"], "other k/n": r["k/n (other)"], "diff": diff,
+                         "low": low, "high": high})
+        t = pd.DataFrame(rows)
+        if t.empty:
+            return HTML("<p><i>The two run sets share no model × condition × failure mode.</i></p>")
+        return t.style.format({c: "{:.1%}" for c in ("diff", "low", "high")}, na_rep="—").hide(axis="index")
+
+    def differences(self, reference: str | None = None) -> pd.DataFrame:
+        return condition_differences(self.frame, reference)
+
+
+def explorer_widget(study: str | Path, *, script_id: str, condition: str, model: str | None = None,
+                    repetition: int = 0) -> Any:
+    """Dropdowns for script, condition, model and repetition; the world re-runs in place
+    and shows its turn timeline, retrieval ranks and what was in context."""
+    import ipywidgets as W
+    from IPython.display import HTML, display
+
+    from workbench.params import load_study
+    from workbench.worlds.recall.simulated import PREFIX, PROFILES
+    from workbench.worlds.recall.spec import CONDITIONS
+    from workbench.worlds.recall.world import cell_scripts
+
+    s = load_study(study)
+    ids = [x.script_id for x in cell_scripts(s.cells[0].spec, s.base_dir)]
+    models = sorted({f"{PREFIX}/{p}" for p in PROFILES} | {c.spec.model for c in s.cells} | ({model} if model else set()))
+    w_script = W.Dropdown(options=ids, value=script_id, description="script")
+    w_cond = W.Dropdown(options=list(CONDITIONS), value=condition, description="condition")
+    w_model = W.Dropdown(options=models, value=model or s.cells[0].spec.model, description="model")
+    w_rep = W.BoundedIntText(value=repetition, min=0, max=999, description="repetition")
+    out = W.Output()
+
+    def show(*_: Any) -> None:
+        out.clear_output(wait=True)
+        with out:
+            world, steps = explore_world(study, script_id=w_script.value, condition=w_cond.value,
+                                         model=w_model.value, repetition=int(w_rep.value))
+            display(turn_timeline(world), retrieval_ranks(world), HTML(context_html(world)))
+
+    for w in (w_script, w_cond, w_model, w_rep):
+        w.observe(show, names="value")
+    show()
+    return W.VBox([W.HBox([w_script, w_cond]), W.HBox([w_model, w_rep]), out])
