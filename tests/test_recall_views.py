@@ -1,0 +1,82 @@
+"""Recall views: figures and HTML built from records, model and script text escaped
+everywhere, error bars that are the Wilson intervals, the report notebook executed
+through ``workbench report`` into offline HTML, and the world explorer notebook
+executed under papermill."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_recall_world import SCRIPTED, legal_script, recall_study, run_cell
+from workbench.stats import wilson
+
+XSS = "<script>window.__xss=1</script>"
+
+
+def xss_world(tmp_path: Path):  # noqa: ANN201
+    """A scripted world whose answers and script text carry markup."""
+    script = legal_script()
+    script["turns"][8]["content"] = f"Dr. Amara Osei {XSS} confirmed availability."
+    agents = {**SCRIPTED, "paralegal": {"script": ["Noted.", f"ok {XSS}", f"{XSS} July 8, 2026"]}}
+    path = recall_study(tmp_path, [{"condition": "authors-shown", "agents": agents}], scripts=[script])
+    return run_cell(path, 0, [0])[0]
+
+
+def test_everything_model_or_script_written_is_escaped(tmp_path: Path) -> None:
+    from workbench.views.recall import context_html, retrieval_ranks, statements_html, turn_timeline
+
+    o = xss_world(tmp_path)
+    for html in (context_html(o.world), statements_html(o.world, o.steps)):
+        assert XSS not in html and "&lt;script&gt;" in html
+    for fig in (turn_timeline(o.world), retrieval_ranks(o.world)):
+        text = json.dumps(fig.to_plotly_json())
+        assert XSS not in text
+    assert "&lt;script&gt;" in json.dumps(turn_timeline(o.world).to_plotly_json())
+
+
+def test_accuracy_figure_error_bars_are_wilson(tmp_path: Path) -> None:
+    from workbench.metrics.recall import recall_frame
+    from workbench.views.recall import accuracy_figure
+
+    path = recall_study(tmp_path, [{"condition": "naive"}, {"condition": "lightweight"}])
+    worlds = [o.world for i in range(2) for o in run_cell(path, i, range(4))]
+    frame = recall_frame(worlds)
+    fig = accuracy_figure(frame)
+    bars = {t.name: t for t in fig.data}
+    assert set(bars) == {"authority_collapse", "belief_asymmetry", "memory_anchoring"}
+    ac = bars["authority_collapse"]
+    assert list(ac.x) == ["naive", "lightweight"]
+    for cond, y, plus, minus in zip(ac.x, ac.y, ac.error_y.array, ac.error_y.arrayminus):
+        sub = frame[(frame["condition"] == cond) & (frame["failure_mode"] == "authority_collapse")]
+        k, n = int(sub["correct"].sum()), len(sub)
+        low, high = wilson(k, n)
+        assert (y, y + plus, y - minus) == pytest.approx((k / n, high, low))
+    assert "SIMULATED" in fig.layout.title.text
+
+
+def test_report_and_explorer_notebooks_execute(tmp_path: Path) -> None:
+    from workbench.params import load_study
+    from workbench.publish.html import external_references
+    from workbench.publish.notebooks import execute
+    from workbench.publish.report import make_report
+    from workbench.study import run_study
+
+    script = legal_script()
+    agents = {**SCRIPTED, "paralegal": {"script": ["Noted.", "Noted.", f"{XSS} July 8, 2026"]}}
+    path = recall_study(tmp_path, [{"condition": "naive"}, {"condition": "lightweight"},
+                                   {"condition": "naive", "agents": agents, "label": "xss probe"}],
+                        scripts=[script], worlds=3)
+    out = tmp_path / "run"
+    run_study(load_study(path), out, progress=False)
+    report = make_report(out, timeout_s=300, max_timelines=2)
+    html = report.read_text(encoding="utf-8")
+    assert "Recall study" in html and "authority_collapse" in html and "SIMULATED" in html
+    assert XSS not in html and not external_references(html)
+    executed = execute("recall_world", tmp_path / "world.ipynb", {
+        "study": str(path), "script_id": "legal_test_01", "condition": "lightweight-invalidation",
+        "model": "sim-recall/careful", "repetition": 1}, timeout_s=300)
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    outputs = json.dumps([c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"])
+    assert "legal_test_01" in outputs and "Traceback" not in outputs
