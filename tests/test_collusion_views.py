@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from collusion_synth import episode, trajectory, write_run
+from collusion_synth import trajectory, write_run
 from workbench.metrics import collusion as M
 from workbench.records import load_run
 from workbench.views import collusion as V
