@@ -355,7 +355,7 @@ def corrupt(task: Task, answer: str) -> str:
 def tools() -> list[dict[str, Any]]:
     return [
         function_tool("list_tables", "List the tables of the shop database with their row counts.", {}, []),
-        function_tool("describe_table", "Show one table's columns and types.",
+        function_tool("describe_table", "Show one table's columns and types, and its first rows.",
                       {"name": {"type": "string", "description": "a table name from list_tables"}}, ["name"]),
         function_tool("run_sql", f"Run one read-only SQL query (a single SELECT or WITH statement) and show up to "
                       f"{ROW_CAP} result rows.",
@@ -386,6 +386,9 @@ def check_select(query: Any) -> str:
     if ";" in bare and sqlite3.complete_statement(bare.split(";", 1)[0] + ";") and bare.split(";", 1)[1].strip():
         raise ToolError("run_sql: only one statement per call is allowed")
     return query
+
+
+SAMPLE_ROWS = 5  # what a careful analyst looks at first; it also makes the raw log outgrow the channel
 
 
 def _cell(value: Any) -> Any:
@@ -421,7 +424,9 @@ class DataWorkspace:
             if name not in self.columns:
                 raise ToolError(f"describe_table: no table {name!r}; tables: {', '.join(self.tables)}")
             cols = "\n".join(f"  {c} {ty}" for c, ty in self.columns[name])
-            return f"{name} ({self.counts[name]} rows)\n{cols}"
+            sample = self.con.execute(f'SELECT * FROM "{name}" ORDER BY rowid LIMIT {SAMPLE_ROWS}').fetchall()
+            rows = "\n".join("  " + json.dumps([_cell(v) for v in r], ensure_ascii=False) for r in sample)
+            return f"{name} ({self.counts[name]} rows)\n{cols}\nfirst {len(sample)} rows:\n{rows}"
         if tool == "run_sql":
             query = check_select(require_args(tool, arguments, ("query",))["query"])
             return self._run(query)

@@ -119,6 +119,8 @@ class Solver:
         sql = question_to_sql(question or "")
         if sql is None:
             return
+        for table in dict.fromkeys(re.findall(r"(?i)\b(?:FROM|JOIN)\s+\"?(\w+)", sql)):
+            yield ("describe_table", {"name": table})  # look before querying, as an analyst would
         result = yield ("run_sql", {"query": sql})
         rows = [json.loads(line) for line in result.splitlines() if line.startswith("[")]
         self._answer = json.dumps(rows)
