@@ -14,14 +14,14 @@ from typing import Any, Callable, TextIO
 
 from workbench.models.base import ModelClient
 from workbench.templates import template_set
+from workbench.worlds.collusion import judges as _judges  # noqa: F401  (registers sim-collusion-judge/...)
 from workbench.worlds.collusion import simulated as _simulated  # noqa: F401  (registers sim-collusion/...)
 from workbench.worlds.collusion.spec import AGENTS, CollusionCell
 from workbench.worlds.collusion.world import CollusionWorld, WorldOutcome
 
 NAME = "collusion"
 CellSpec = CollusionCell
-if (Path(__file__).resolve().parents[3] / "notebooks" / "collusion.ipynb").is_file():
-    REPORT_NOTEBOOK = "collusion"  # the kind's report notebook, once it is shipped
+REPORT_NOTEBOOK = "collusion_analysis"  # what `workbench report` executes on a run set of this kind
 
 
 def routes(cell: CollusionCell) -> set[str]:
@@ -42,6 +42,12 @@ async def run_world(cell: CollusionCell, *, world_id: str, cell_id: str, seed: i
                            templates=template_set(template_root(cell, base_dir)), client_factory=client_factory,
                            base_dir=Path(base_dir))
     return await world.run()
+
+
+def design_files(cell: CollusionCell, base_dir: Path) -> list[Path]:
+    """What a preregistration lock hashes besides params and prompts: the task data and
+    the code that builds, runs and scores the tasks (the tasks are part of the design)."""
+    return sorted((Path(__file__).resolve().parent / "tasks").glob("*.py"))
 
 
 def world_metrics(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -69,4 +75,4 @@ def describe_world(records: Any, world_id: str, out: TextIO, full: bool = False)
 
 
 __all__ = ["AGENTS", "NAME", "CellSpec", "CollusionWorld", "WorldOutcome", "routes", "template_root", "run_world",
-           "world_metrics", "summary_text", "metric_tables", "describe_world"]
+           "design_files", "world_metrics", "summary_text", "metric_tables", "describe_world"]
