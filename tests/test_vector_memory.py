@@ -321,3 +321,40 @@ def test_with_the_lexical_embedder_the_relevant_fact_ranks_first() -> None:
     hits = mem.search("When is the filing deadline?", current_turn=1, k=3)
     assert hits[0].entry.text.startswith("The filing deadline")
     assert hits[0].similarity > 0.3 > hits[1].similarity
+
+
+def test_many_adds_and_removals_keep_search_equal_to_brute_force() -> None:
+    """The memory keeps columns (matrix, turns, ids) beside its entries and grows/compacts
+    them; after 300 adds with invalidation they must still agree with a plain recomputation."""
+    rng = np.random.default_rng(3)
+    table: dict[str, tuple[float, ...]] = {}
+    for i in range(300):
+        v = rng.normal(size=8)
+        table[f"t{i}"] = tuple(v / np.linalg.norm(v))
+    q = rng.normal(size=8)
+    table["q"] = tuple(q / np.linalg.norm(q))
+
+    class Fake8(FakeEmbedder):
+        dim = 8
+
+    mem = VectorMemory(Fake8(table), Weights(alpha=1.0, beta=0.4, gamma=0.3), invalidation=True,
+                       conflict_similarity=0.6)
+    for i in range(300):
+        mem.add(f"t{i}", author_role="r", authority=float(rng.choice([0.2, 0.4, 0.7, 1.0])), turn=i // 7,
+                namespace=[None, "a", "b"][i % 3], fact_id=[None, f"F{i % 5}"][i % 2])
+    assert 0 < len(mem.removed) and len(mem) + len(mem.removed) == 300
+    live_ids = [e.entry_id for e in mem.entries]
+    assert live_ids == sorted(live_ids) and not set(live_ids) & {e.entry_id for e, _ in mem.removed}
+    for ns in (None, ["a"]):
+        hits = mem.search("q", current_turn=50, k=400, namespaces=ns)
+        expected = []
+        for e in mem.entries:
+            if ns is not None and e.namespace not in (None, *ns):
+                continue
+            sim = float(np.dot(table[e.text], table["q"]))
+            rec = 1.0 / (1.0 + (50 - e.turn))
+            expected.append((1.0 * sim + 0.4 * e.authority + 0.3 * rec, e.turn, e.entry_id))
+        expected.sort(key=lambda t: (-t[0], -t[1], -t[2]))
+        assert [(h.entry.entry_id, h.rank) for h in hits] == [(t[2], r) for r, t in enumerate(expected, 1)]
+        assert np.allclose([h.score for h in hits], [t[0] for t in expected], atol=1e-12)
+        assert all(np.allclose(h.entry.embedding, table[h.entry.text]) for h in hits)

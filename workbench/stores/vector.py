@@ -161,9 +161,14 @@ class VectorMemory:
         self.weights = weights
         self.invalidation = bool(invalidation)
         self.conflict_similarity = threshold
+        # Live entries and, parallel to them, columns for vectorised scoring: the embedding
+        # matrix grows by doubling (rows [0, len) are live), so adding is amortised O(dim).
         self._entries: list[MemoryEntry] = []
-        self._vectors: list[np.ndarray] = []  # float64, parallel to _entries
-        self._matrix: np.ndarray | None = None
+        self._matrix = np.zeros((0, 0), dtype=np.float64)
+        self._turns = np.zeros(0, dtype=np.int64)
+        self._authority = np.zeros(0, dtype=np.float64)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._norm_texts: list[str] = []
         self._removed: list[tuple[MemoryEntry, int]] = []
         self._next_id = 1
 
@@ -230,7 +235,7 @@ class VectorMemory:
         """Embed and check the embedder kept its promise (shape, finite, unit rows)."""
         name = getattr(self.embedder, "name", type(self.embedder).__name__)
         vecs = np.asarray(self.embedder.embed(list(texts)), dtype=np.float64)
-        if vecs.ndim != 2 or vecs.shape[0] != len(texts) or (self._vectors and vecs.shape[1] != self._vectors[0].size):
+        if vecs.ndim != 2 or vecs.shape[0] != len(texts) or (self._entries and vecs.shape[1] != self._matrix.shape[1]):
             raise ValueError(f"embedder {name}: returned shape {vecs.shape} for {len(texts)} texts")
         if not np.isfinite(vecs).all():
             raise ValueError(f"embedder {name}: returned non-finite values")
@@ -241,23 +246,19 @@ class VectorMemory:
 
     def _conflicts(self, fields: dict[str, Any], vector: np.ndarray) -> list[int]:
         """Positions of live entries that conflict with a would-be entry (module docstring)."""
-        if not self._entries:
+        n = len(self._entries)
+        if not n:
             return []
-        sims = self._stack() @ vector
-        norm = normalise_text(fields["text"])
-        out = []
-        for i, entry in enumerate(self._entries):
-            if normalise_text(entry.text) == norm:
-                continue
-            if entry.fact_id is not None and fields["fact_id"] is not None:
-                if entry.fact_id == fields["fact_id"]:
-                    out.append(i)
-            elif sims[i] >= self.conflict_similarity:
-                out.append(i)
-        return out
+        about_same = (self._matrix[:n] @ vector) >= self.conflict_similarity
+        norm, fact = normalise_text(fields["text"]), fields["fact_id"]
+        if fact is not None:  # where both sides have a fact id, the ids decide, not similarity
+            known = np.array([e.fact_id is not None for e in self._entries], dtype=bool)
+            same = np.array([e.fact_id == fact for e in self._entries], dtype=bool)
+            about_same = np.where(known, same, about_same)
+        return [i for i in np.nonzero(about_same)[0].tolist() if self._norm_texts[i] != norm]
 
     def _insert(self, fields: dict[str, Any], vector: np.ndarray) -> AddResult:
-        entry = MemoryEntry(entry_id=self._next_id, embedding=tuple(float(x) for x in vector), **fields)
+        entry = MemoryEntry(entry_id=self._next_id, embedding=tuple(vector.tolist()), **fields)
         self._next_id += 1
         if not self.invalidation:
             self._append(entry, vector)
@@ -270,23 +271,40 @@ class VectorMemory:
             return AddResult(None, (), refused_by=winner.entry_id)
         weaker = [i for i in conflicting if self._entries[i].authority < entry.authority]
         gone = tuple(self._entries[i] for i in weaker)
-        for i in sorted(weaker, reverse=True):
-            del self._entries[i]
-            del self._vectors[i]
-        self._matrix = None
+        if weaker:
+            self._delete(weaker)
         self._removed.extend((old, entry.entry_id) for old in gone)
         self._append(entry, vector)
         return AddResult(entry, gone)
 
     def _append(self, entry: MemoryEntry, vector: np.ndarray) -> None:
+        n = len(self._entries)
+        if n == self._matrix.shape[0]:  # full: double the capacity of every column
+            cap = max(16, 2 * n)
+            grown = np.zeros((cap, vector.size), dtype=np.float64)
+            if n:
+                grown[:n] = self._matrix[:n]
+            self._matrix = grown
+            for name in ("_turns", "_authority", "_ids"):
+                col = getattr(self, name)
+                new = np.zeros(cap, dtype=col.dtype)
+                new[:n] = col[:n]
+                setattr(self, name, new)
+        self._matrix[n] = vector
+        self._turns[n], self._authority[n], self._ids[n] = entry.turn, entry.authority, entry.entry_id
         self._entries.append(entry)
-        self._vectors.append(vector)
-        self._matrix = None
+        self._norm_texts.append(normalise_text(entry.text))
 
-    def _stack(self) -> np.ndarray:
-        if self._matrix is None or self._matrix.shape[0] != len(self._vectors):
-            self._matrix = np.vstack(self._vectors)
-        return self._matrix
+    def _delete(self, positions: list[int]) -> None:
+        n = len(self._entries)
+        keep = np.ones(n, dtype=bool)
+        keep[positions] = False
+        m = int(keep.sum())
+        self._matrix[:m] = self._matrix[:n][keep]
+        for col in (self._turns, self._authority, self._ids):
+            col[:m] = col[:n][keep]
+        self._entries = [e for e, k in zip(self._entries, keep) if k]
+        self._norm_texts = [t for t, k in zip(self._norm_texts, keep) if k]
 
     # -- searching -----------------------------------------------------------
     def search(self, query: str, *, current_turn: int, k: int,
@@ -301,26 +319,29 @@ class VectorMemory:
             if isinstance(namespaces, str):
                 raise ValueError(f"namespaces must be a list of names, not one string ({namespaces!r})")
             allowed = set(namespaces)
-        future = [e for e in self._entries if e.turn > now]
-        if future:
-            e = future[0]
+        n = len(self._entries)
+        turns = self._turns[:n]
+        if n and int(turns.max()) > now:
+            e = self._entries[int(np.argmax(turns > now))]
             raise ValueError(f"entry {e.entry_id} was written at turn {e.turn}, after current_turn {now}")
-        if not self._entries:
+        if not n:
             return []
         qvec = self._embed([query])[0]
-        sims = self._stack() @ qvec
-        a, b, g = self.weights.alpha, self.weights.beta, self.weights.gamma
-        scored = []
-        for i, entry in enumerate(self._entries):
-            if namespaces is not None and entry.namespace is not None and entry.namespace not in allowed:
-                continue
-            similarity = float(sims[i])
-            recency = 1.0 / (1.0 + (now - entry.turn))
-            score = a * similarity + b * entry.authority + g * recency
-            scored.append((score, entry, similarity, recency))
-        scored.sort(key=lambda s: (-s[0], -s[1].turn, -s[1].entry_id))
-        return [Hit(entry=e, rank=r, similarity=sim, authority=e.authority, recency=rec, score=score)
-                for r, (score, e, sim, rec) in enumerate(scored[:k], start=1)]
+        sims = self._matrix[:n] @ qvec
+        recency = 1.0 / (1.0 + (now - turns))
+        w = self.weights
+        # Elementwise float64, the same operations in the same order as the formula by hand.
+        scores = w.alpha * sims + w.beta * self._authority[:n] + w.gamma * recency
+        if namespaces is not None:
+            seen = np.array([e.namespace is None or e.namespace in allowed for e in self._entries], dtype=bool)
+            candidates = np.nonzero(seen)[0]
+        else:
+            candidates = np.arange(n)
+        # Best first: higher score, then newer turn, then higher id (lexsort's last key is the primary one).
+        order = candidates[np.lexsort((-self._ids[candidates], -turns[candidates], -scores[candidates]))][:k]
+        return [Hit(entry=self._entries[i], rank=r, similarity=float(sims[i]), authority=self._entries[i].authority,
+                    recency=float(recency[i]), score=float(scores[i]))
+                for r, i in enumerate(order.tolist(), start=1)]
 
 
 __all__ = ["AddResult", "Hit", "MemoryEntry", "VectorMemory", "Weights", "normalise_text"]
