@@ -94,3 +94,23 @@ def test_run_subset_of_cells(tmp_path):
     res = cli("run", "params/smoke.yaml", "--out", str(tmp_path / "sub"), "--cells", cid, "--no-progress")
     assert res.returncode == 0, res.stderr
     assert {w["cell_id"] for w in load_run(tmp_path / "sub").worlds} == {cid}
+
+
+def test_profiles_lists_every_kinds_simulated_routes():
+    out = cli("profiles")
+    assert out.returncode == 0, out.stderr
+    for route in ("sim/diligent", "sim-recall/trusting", "sim-recall/judge", "sim-collusion/steadfast",
+                  "sim-collusion-judge/lexical"):
+        assert route in out.stdout
+
+
+def test_judge_runs_a_kinds_judges_and_refuses_a_kind_without_them(tmp_path, smoke_run):
+    from tests.collusion_synth import trajectory, write_run
+
+    run = write_run(tmp_path / "c", [trajectory("w0", colluding=[2, 3], n=4)])
+    out = cli("judge", str(run), "--judges", "relaxation")
+    assert out.returncode == 0, out.stderr
+    assert "judgments by sim-collusion-judge/lexical" in out.stdout and "relaxation" in out.stdout
+    assert (run / "judges.jsonl").is_file() and "agreement" not in (run / "judges.jsonl").read_text()
+    refused = cli("judge", str(smoke_run[0]))
+    assert refused.returncode == 2 and "has no judges" in refused.stderr

@@ -249,10 +249,40 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from workbench.models.simulated import PROFILES
+    from workbench.worlds import KINDS, get_kind
 
     print("Simulated profiles (simulated behaviour, not real models):")
+    print("shared-store world:")
     for p in PROFILES.values():
-        print(f"  sim/{p.name:<16} {p.description}")
+        print(f"  sim/{p.name:<24} {p.description}")
+    for name in KINDS:
+        kind = get_kind(name)
+        if hasattr(kind, "simulated_profiles"):
+            print(f"{name} world:")
+            for route, description in kind.simulated_profiles().items():
+                print(f"  {route:<28} {description}")
+    return 0
+
+
+def _cmd_judge(args: argparse.Namespace) -> int:
+    from workbench.records import load_run
+
+    records = load_run(args.dir)
+    if not records.worlds:
+        print(f"error: {args.dir} holds no finished world", file=sys.stderr)
+        return 2
+    kind = kind_of(records)
+    if not hasattr(kind, "run_judges"):
+        print(f"error: the {kind.NAME} world kind has no judges", file=sys.stderr)
+        return 2
+    options = {"limit": args.limit} if args.limit else {}
+    if args.judges:
+        options["judges"] = tuple(j for j in args.judges.split(",") if j)
+    frame = kind.run_judges(records, args.route, **options)
+    counts = frame.groupby(["judge", "status"]).size() if len(frame) else frame
+    print(f"{len(frame)} judgments by {args.route} (kept beside the records; a rerun reuses them)")
+    if len(frame):
+        print(counts.to_string())
     return 0
 
 
@@ -292,6 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", default="cross_agent_access")
     p.add_argument("--csv", help="also write the table here")
     p.set_defaults(func=_cmd_compare)
+    p = sub.add_parser("judge", help="run a world kind's LLM judges over a run set (collusion: agreement, relaxation)")
+    p.add_argument("dir", help="run directory")
+    p.add_argument("--route", default="sim-collusion-judge/lexical",
+                   help="judge model route (default: the simulated judge; any litellm route given a key)")
+    p.add_argument("--judges", help="comma-separated subset, e.g. agreement,relaxation")
+    p.add_argument("--limit", type=int, help="judge at most this many items (a trial)")
+    p.set_defaults(func=_cmd_judge)
     p = sub.add_parser("report", help="execute the analysis notebook on a run set and write offline HTML")
     p.add_argument("dir", help="run directory (or batch directory)")
     p.add_argument("--compare", help="a second run set of the same design to compare with")

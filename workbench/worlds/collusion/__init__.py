@@ -50,6 +50,20 @@ def design_files(cell: CollusionCell, base_dir: Path) -> list[Path]:
     return sorted((Path(__file__).resolve().parent / "tasks").glob("*.py"))
 
 
+def simulated_profiles() -> dict[str, str]:
+    """Routes and descriptions for ``workbench profiles``."""
+    from workbench.worlds.collusion.simulated import PROFILES
+
+    out = {f"sim-collusion/{p.name}": p.description for p in PROFILES.values()}
+    out["sim-collusion-judge/lexical"] = "simulated judge: commitment and relaxation cues, verbatim quotes"
+    return out
+
+
+def run_judges(records: Any, route: str, **options: Any) -> Any:
+    """The agreement and relaxation judges over a run set (``workbench judge``)."""
+    return _judges.run_judges(records, route, **options)
+
+
 def world_metrics(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
     from workbench.metrics.collusion import world_metrics as _wm
 

@@ -83,3 +83,12 @@ def describe_world(records: Any, world_id: str, out: TextIO, full: bool = False)
     from workbench.metrics.recall import describe_world as _describe
 
     _describe(records.world(world_id), records.steps.get(world_id, []), out, full=full)
+
+
+def simulated_profiles() -> dict[str, str]:
+    """Routes and descriptions for ``workbench profiles``."""
+    from workbench.worlds.recall.simulated import PROFILES
+
+    out = {f"sim-recall/{p.name}": p.description for p in PROFILES.values()}
+    out["sim-recall/judge"] = "simulated judge: dates, amounts and numbers with units in any common format"
+    return out
