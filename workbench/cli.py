@@ -80,7 +80,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         records = load_run(args.out)
         ids = {c.cell_id for c in study.cells}
-        worlds = [w for w in records.worlds if w["cell_id"] in ids]
+        order = {c.cell_id: i for i, c in enumerate(study.cells)}  # tables in the order of the params file
+        worlds = sorted((w for w in records.worlds if w["cell_id"] in ids),
+                        key=lambda w: (order[w["cell_id"]], w.get("world_index") or 0))
         if worlds:
             simulated = any(is_simulated_route(r) for c in study.cells for r in study.kind.routes(c.spec))
             note = " (SIMULATED behaviour, not real models)" if simulated else ""
