@@ -38,6 +38,9 @@ class BatchResult:
 def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, timeout_s: int = 1800,
               report: bool = True, lock: dict | None = None) -> BatchResult:
     study = load_study(params)  # a bad file fails here, before any kernel starts
+    # Resolve paths now: papermill changes the process's working directory while a
+    # notebook runs, so a relative path resolved in another thread would point elsewhere.
+    params_path = str(Path(params).resolve())
     out = Path(out_dir).resolve()
     (out / BATCH_CELLS).mkdir(parents=True, exist_ok=True)
     result = BatchResult(out)
@@ -46,7 +49,7 @@ def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, tim
 
     def one(cell_id: str) -> str:
         execute("study", out / "notebooks" / f"study-{cell_id}.ipynb", {
-            "params": str(Path(params).resolve()), "out": str(out / BATCH_CELLS / cell_id), "cells": cell_id,
+            "params": params_path, "out": str(out / BATCH_CELLS / cell_id), "cells": cell_id,
             "concurrency": 0}, timeout_s=timeout_s)
         return cell_id
 
