@@ -3,6 +3,7 @@ explorer's widgets, and batch runs. Screenshots go to outputs/screenshots/."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -141,3 +142,27 @@ def test_batch_reports_a_failed_cell_and_resumes(tmp_path):
     assert len(records.worlds) == 6 and len({w["world_id"] for w in records.worlds}) == 6
     runs = {cid: [r["run"] for r in part["runs"]] for cid, part in records.manifest["parts"].items()}
     assert all(len(v) == 2 for v in runs.values())  # every cell ran twice; the second found its worlds done
+
+
+
+def test_batch_takes_relative_paths_while_notebooks_change_directory(tmp_path, monkeypatch):
+    """papermill chdirs while a notebook runs; a relative path resolved afterwards, in
+    another thread, pointed into notebooks/ (cells failed at random)."""
+    from workbench.publish import batch
+
+    spec = study_dict(name="relbatch", worlds_per_cell=1, cells=[{"model": "sim/diligent"}, {"model": "sim/loner"}])
+    spec["defaults"]["prompts"] = str(PROMPTS)
+    (tmp_path / "relbatch.yaml").write_text(yaml.safe_dump(spec))
+    elsewhere = tmp_path / "notebooks"
+    elsewhere.mkdir()
+    seen = []
+
+    def fake_execute(name, output, parameters, **kw):  # what papermill does to the process
+        seen.append(parameters["params"])
+        os.chdir(elsewhere)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(batch, "execute", fake_execute)
+    result = batch.run_batch("relbatch.yaml", "out", parallel=1, timeout_s=30, report=False)
+    assert len(result.done) == 2
+    assert seen == [str(tmp_path / "relbatch.yaml")] * 2
