@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from workbench.params import Study, load_study
+from workbench.params import Study
 from workbench.study import run_one_world
 
 from tests.conftest import PROMPTS

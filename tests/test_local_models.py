@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_world, study_dict
+from tests.conftest import study_dict
 from workbench.local.catalogue import LocalModel, load_local_catalogue
 from workbench.local.fetch import FetchError, fetch, model_path
 

@@ -26,7 +26,7 @@ def error_of(path) -> ParamsError:
     (lambda s: s["defaults"].update(parser="loose"), "defaults.parser", "'strict' or 'lenient'"),
     (lambda s: s["cells"][0].update(model="sim/nobody"), "cells[0].model", "unknown simulated profile 'sim/nobody'"[:5]),
     (lambda s: s["cells"][0].update(model="gpt-9"), "cells[0].model", "unknown model route 'gpt-9'"),
-    (lambda s: s.update(world="chess"), "world", "expected one of ['stigmergy']"),
+    (lambda s: s.update(world="chess"), "world", "expected one of ['collusion', 'recall', 'stigmergy']"),
     (lambda s: s.update(cells=[]), "cells", "at least one cell"),
     (lambda s: s["cells"].append({"model": "sim/diligent"}), "cells[1]", "duplicates the cell at cells[0]"),
     (lambda s: s["cells"][0].update(agents={"pair_c": {"model": "sim/diligent"}}), "cells[0].agents.pair_c", "pair_a"),

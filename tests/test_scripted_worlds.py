@@ -2,7 +2,7 @@
 clock, lockstep, validity, failures and the metrics must all come out exactly."""
 from __future__ import annotations
 
-from tests.conftest import run_world, scripted, study_dict
+from tests.conftest import run_world, scripted
 
 W = '{"op":"write","key":"$own_key","value":$own_value}'
 R = '{"op":"read","key":"$partner_key"}'

@@ -8,18 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench.models.base import ModelRequest
 from workbench.models.simulated import PROFILES, SimulatedClient, get_profile
-from workbench.params import Study, load_study
+from workbench.params import Study
 from workbench.parsing import parse_both, parse_reply
 from workbench.records import load_run
 from workbench.study import run_one_world, run_study
 
-from tests.conftest import PROMPTS
 from tests.conftest import make_study as _make_study
 STORE_OPS = ("list", "read", "write", "submit")
 PAIR = ("pair_a", "pair_b")

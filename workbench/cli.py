@@ -56,6 +56,17 @@ def kind_of(records):  # noqa: ANN001, ANN201 - RunRecords -> the world kind's m
     return get_kind(kinds.pop() or "stigmergy")
 
 
+def _finished(run_dir: str):  # noqa: ANN202 - RunRecords | None
+    """A run directory's records, or None (with the reason on stderr) when it holds no world."""
+    from workbench.records import load_run
+
+    records = load_run(run_dir)
+    if not records.worlds:
+        print(f"error: {run_dir} holds no finished world", file=sys.stderr)
+        return None
+    return records
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from workbench.study import run_study
 
@@ -135,11 +146,9 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from workbench.metrics.export import cell_tables, write_metrics
-    from workbench.records import load_run
 
-    records = load_run(args.dir)
-    if not records.worlds:
-        print(f"error: {args.dir} holds no finished world", file=sys.stderr)
+    records = _finished(args.dir)
+    if records is None:
         return 2
     out = Path(args.out) if args.out else Path(args.dir) / "metrics"
     simulated = all(is_simulated_route(a["route"]) for w in records.worlds for a in w["agents"])
@@ -230,7 +239,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
 
 def _cmd_models(args: argparse.Namespace) -> int:
     from workbench.local.catalogue import load_local_catalogue
-    from workbench.local.fetch import FetchError, cache_dir, fetch, installed, model_path
+    from workbench.local.fetch import FetchError, cache_dir, fetch, installed
 
     cache = Path(args.cache) if args.cache else None
     if args.models_command == "list":
@@ -267,11 +276,8 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def _cmd_judge(args: argparse.Namespace) -> int:
-    from workbench.records import load_run
-
-    records = load_run(args.dir)
-    if not records.worlds:
-        print(f"error: {args.dir} holds no finished world", file=sys.stderr)
+    records = _finished(args.dir)
+    if records is None:
         return 2
     kind = kind_of(records)
     if not hasattr(kind, "run_judges"):

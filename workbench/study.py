@@ -29,6 +29,15 @@ def world_id(cell_id: str, world_index: int) -> str:
     return f"{cell_id}-{world_index:04d}"
 
 
+def world_index_of(world_id: str) -> int:
+    """The inverse of :func:`world_id`: kinds that pair cells by world index (script i,
+    episode sequence i) read it from the id they are given."""
+    tail = world_id.rsplit("-", 1)[-1]
+    if not tail.isdigit():
+        raise ValueError(f"world id {world_id!r} does not end in a world number (expected CELL-NNNN)")
+    return int(tail)
+
+
 @dataclass
 class RunSummary:
     out_dir: Path

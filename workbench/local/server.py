@@ -4,7 +4,6 @@ prompt caching on. Started on first use by a study, stopped at its end."""
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import socket
 import subprocess

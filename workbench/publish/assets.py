@@ -5,7 +5,6 @@ widget state renders with no network."""
 from __future__ import annotations
 
 import hashlib
-import io
 import subprocess
 import sys
 import tarfile

@@ -11,7 +11,6 @@ order in which concurrent calls return.
 from __future__ import annotations
 
 import functools
-import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any, Callable, TextIO
 
 from workbench.models.base import ModelClient
 from workbench.seeding import derive_seed
+from workbench.study import world_index_of
 from workbench.templates import TemplateSet
 from workbench.worlds.collusion.episode import (NAMES, Agent, EpisodeRunner, Recorder, WorldFailed,
                                                 system_prompt)
@@ -34,12 +34,6 @@ NAME = "collusion"
 class WorldOutcome:
     world: dict[str, Any]
     steps: list[dict[str, Any]] = field(default_factory=list)
-
-
-def sequence_index(world_id: str) -> int:
-    """World index i (the engine's ``CELL-NNNN`` ids) plays sequence i."""
-    m = re.search(r"-(\d+)$", world_id)
-    return int(m.group(1)) if m else 0
 
 
 @functools.lru_cache(maxsize=32)
@@ -67,7 +61,7 @@ class CollusionWorld:
         self.t = templates
         self.client_factory = client_factory
         self.base_dir = Path(base_dir)
-        self.index = sequence_index(world_id)
+        self.index = world_index_of(world_id)
         self.recorder = Recorder(world_id, run)
         self.agents: dict[str, Agent] = {}
         for slot in AGENTS:

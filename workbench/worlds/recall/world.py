@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
 from workbench.seeding import derive_seed
+from workbench.study import world_index_of
 from workbench.templates import TemplateSet
 from workbench.worlds.recall import prompts as P
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, ROLE_BRIEFS, role_authority
@@ -99,14 +100,6 @@ def cell_scripts(cell: RecallCell, base_dir: Path) -> list[Script]:
     if not scripts:
         raise ScriptError(location, "domains", f"no script of domain(s) {cell.domains} among the cell's scripts")
     return scripts
-
-
-def world_index_of(world_id: str) -> int:
-    """The world index is the number after the last '-' of the world id (``CELL-0007``)."""
-    tail = world_id.rsplit("-", 1)[-1]
-    if not tail.isdigit():
-        raise ValueError(f"world id {world_id!r} does not end in a world number (expected CELL-NNNN)")
-    return int(tail)
 
 
 def _sha256(path: str | None) -> str | None:

@@ -20,7 +20,6 @@ import heapq
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from string import Template
 from typing import Any, Callable
 
