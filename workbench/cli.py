@@ -3,6 +3,7 @@ without Jupyter. Errors in input are printed as one line and exit with 2."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -385,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # `workbench replay DIR | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ParamsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
