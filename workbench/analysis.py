@@ -5,14 +5,13 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from workbench.metrics.export import cell_tables
 from workbench.metrics.frames import agent_frame, world_frame
-from workbench.records import RunRecords, load_run
+from workbench.views.run_report import RunReport
 
 
 def _note(text: str) -> Any:
@@ -22,14 +21,8 @@ def _note(text: str) -> Any:
 
 
 @dataclass
-class Analysis:
-    records: RunRecords
-    other: RunRecords | None = None
+class Analysis(RunReport):
     _tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> "Analysis":
-        return cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
 
     # -- frames and tables ----------------------------------------------------------
     @cached_property
@@ -41,12 +34,8 @@ class Analysis:
         return agent_frame(self.records)
 
     @property
-    def simulated(self) -> bool:
-        return bool(len(self.wf)) and bool(self.wf["simulated"].all())
-
-    @property
     def title(self) -> str:
-        study = self.records.manifest.get("study") or Path(self.records.dir).name
+        study = self.study
         return f"Study {study}: {len(self.records.worlds)} worlds in {self.wf['cell_id'].nunique()} cells"
 
     def table(self, name: str) -> Any:
@@ -56,71 +45,6 @@ class Analysis:
         if t.empty:
             return _note(f"No rows for {name} in this run set.")
         return t.style.format(precision=3, na_rep="—").hide(axis="index")
-
-    def provenance_html(self) -> str:
-        """Study, params hash, git revision per invocation, package versions: escaped."""
-        m = self.records.manifest
-        rows = [("records", str(self.records.dir)), ("study", str(m.get("study"))),
-                ("params", f"{(m.get('params') or {}).get('path')} sha256 {(m.get('params') or {}).get('sha256')}")]
-        runs = m.get("runs") or [r for part in (m.get("parts") or {}).values() for r in part.get("runs", [])]
-        for r in runs:
-            env = r.get("environment") or {}
-            git = env.get("git") or {}
-            rows.append((f"run {r.get('run')}", f"{r.get('started')} → {r.get('finished')}; git {git.get('revision')}"
-                         f"{' (dirty)' if git.get('dirty') else ''}; workbench code sha256 "
-                         f"{str(env.get('package_sha256'))[:16]}…; {r.get('finished_worlds')} worlds"))
-        if runs:
-            pk = (runs[-1].get("environment") or {}).get("packages") or {}
-            rows.append(("packages", ", ".join(f"{k} {v}" for k, v in pk.items() if v)))
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-                       for k, v in rows)
-        return f"<table>{body}</table>"
-
-    def lock_runs(self) -> list[dict[str, Any]]:
-        m = self.records.manifest
-        runs = m.get("runs") or [r for part in (m.get("parts") or {}).values() for r in part.get("runs", [])]
-        return [r for r in runs if r.get("lock")]
-
-    def locks_html(self) -> str:
-        """The lock chain each run ran under, whether it matched, every deviation with
-        its reason, and (when the lock folder is here) a fresh verification,
-        including whether these records are exactly those of a data lock."""
-        from workbench import locks as L
-
-        runs = self.lock_runs()
-        if not runs:
-            return "<p><i>This run set was not run under a preregistration lock.</i></p>"
-        e = html.escape
-        out = ["<table><tr><th>run</th><th>lock</th><th>matched at run time</th><th>deviation</th></tr>"]
-        for r in runs:
-            lk = r["lock"]
-            dev = e(lk.get("deviation") or "")
-            if lk.get("changes_at_run"):
-                dev += "<br><small>" + "<br>".join(e(c) for c in lk["changes_at_run"]) + "</small>"
-            out.append(f"<tr><td>{r.get('run')}</td><td>{e(str(lk.get('lock')))} <code>{e(str(lk.get('lock_sha256'))[:12])}"
-                       f"</code></td><td>{'yes' if lk.get('matched') else '<b>no</b>'}</td><td>{dev}</td></tr>")
-        out.append("</table>")
-        chain = runs[-1]["lock"].get("chain") or []
-        out.append("<p><b>Lock chain</b> (as of the last run)</p><table><tr><th>#</th><th>name</th><th>kind</th>"
-                   "<th>created</th><th>covers</th><th>sha256</th><th>reason</th></tr>")
-        for c in chain:
-            out.append("<tr>" + "".join(f"<td>{e(str(v if v is not None else ''))}</td>" for v in (
-                c["sequence"], c["name"], c["kind"], c["created"], c["params"], c["sha256"][:12], c.get("reason"))) +
-                "</tr>")
-        out.append("</table>")
-        lock_dir = Path(runs[-1]["lock"]["lock_dir"]) if runs[-1]["lock"].get("lock_dir") else None
-        if lock_dir is not None and lock_dir.is_dir():
-            ok, lines = L.verify(lock_dir)
-            out.append(f"<p><b>Verification now</b> ({'all locks verified' if ok else 'FAILED'})</p><pre>"
-                       + e("\n".join(lines)) + "</pre>")
-            here = Path(self.records.dir).resolve()
-            for lk in L.load_chain(lock_dir).locks:
-                if lk.get("kind") == "data" and L._resolve(lk["run_dir"]).resolve() == here:
-                    found = L.data_changes(lk)
-                    verdict = ("this analysis ran on exactly the locked data" if not found
-                               else "the records changed since the data lock: " + "; ".join(found))
-                    out.append(f"<p>Data lock {e(lk['name'])}: {e(verdict)}</p>")
-        return "".join(out)
 
     # -- figures -------------------------------------------------------------------
     def per_model_table(self, metric: str = "cross_agent_access") -> Any:

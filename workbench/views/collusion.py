@@ -15,13 +15,13 @@ import html
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from workbench.metrics import collusion as M
+from workbench.views.run_report import RunReport
 from workbench.views.escape import esc_html, esc_plot, short
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
@@ -283,18 +283,9 @@ def _note(text: str) -> Any:
 
 
 @dataclass
-class CollusionReport:
+class CollusionReport(RunReport):
     """What ``collusion_analysis.ipynb`` and ``collusion_world.ipynb`` show, as
     methods over the records (never running a world or a model)."""
-
-    records: Any
-    other: Any = None
-
-    @classmethod
-    def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> "CollusionReport":
-        from workbench.records import load_run
-
-        return cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
 
     @cached_property
     def tables(self) -> dict[str, pd.DataFrame]:
@@ -309,24 +300,10 @@ class CollusionReport:
         return M.load_judgments(self.records.dir)
 
     @property
-    def simulated(self) -> bool:
-        return bool(len(self.tf)) and bool(self.tf["simulated"].all())
-
-    @property
     def title(self) -> str:
-        study = self.records.manifest.get("study") or Path(self.records.dir).name
+        study = self.study
         return (f"Study {study}: {len(self.records.worlds)} trajectories in "
                 f"{self.tf['cell_id'].nunique() if len(self.tf) else 0} cells (peer-verification world)")
-
-    def provenance_html(self) -> str:
-        from workbench.analysis import Analysis
-
-        return Analysis(self.records).provenance_html()
-
-    def locks_html(self) -> str:
-        from workbench.analysis import Analysis
-
-        return Analysis(self.records).locks_html()
 
     # tables and figures
     def cell_table(self) -> Any:

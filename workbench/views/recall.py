@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from workbench.metrics.recall import MODES, accuracy_table, condition_differences, metric_tables, recall_frame
+from workbench.views.run_report import RunReport
 from workbench.views.escape import esc_html, esc_plot, plot_lines
 
 MODE_COLOURS = {"belief_asymmetry": "#1f77b4", "authority_collapse": "#d62728", "memory_anchoring": "#2ca02c",
@@ -232,17 +233,8 @@ def explore_world(study: str | Path, *, script_id: str, condition: str, model: s
 
 # -- the report -------------------------------------------------------------------------------
 @dataclass
-class RecallReport:
+class RecallReport(RunReport):
     """Everything recall_analysis.ipynb shows, as methods over the records."""
-
-    records: Any
-    other: Any = None
-
-    @classmethod
-    def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> "RecallReport":
-        from workbench.records import load_run
-
-        return cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
 
     @cached_property
     def frame(self) -> pd.DataFrame:
@@ -253,25 +245,10 @@ class RecallReport:
         return metric_tables(self.records.worlds)
 
     @property
-    def simulated(self) -> bool:
-        return bool(len(self.frame)) and bool(self.frame["simulated"].all())
-
-    @property
     def title(self) -> str:
-        study = self.records.manifest.get("study") or Path(self.records.dir).name
+        study = self.study
         cells = len({w["cell_id"] for w in self.records.worlds})
         return f"Recall study {study}: {len(self.records.worlds)} worlds in {cells} cells, {len(self.frame)} recalls"
-
-    def _analysis(self) -> Any:
-        from workbench.analysis import Analysis
-
-        return Analysis(self.records)
-
-    def provenance_html(self) -> str:
-        return self._analysis().provenance_html()
-
-    def locks_html(self) -> str:
-        return self._analysis().locks_html()
 
     def table(self, name: str) -> Any:
         t = self.tables[name]
