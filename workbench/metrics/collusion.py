@@ -262,7 +262,12 @@ def world_metrics(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[st
 
 # -- frames ---------------------------------------------------------------------------
 def _worlds_of(records: Any) -> list[dict[str, Any]]:
-    return list(records.worlds) if hasattr(records, "worlds") else list(records)
+    """Worlds in the order of the params file's cells where the manifest says it
+    (tables then read like the study file), else in the order given."""
+    if not hasattr(records, "worlds"):
+        return list(records)
+    order = {cid: i for i, cid in enumerate((records.manifest or {}).get("cells") or {})}
+    return sorted(records.worlds, key=lambda w: (order.get(w["cell_id"], len(order)), w["world_id"]))
 
 
 def trajectory_frame(worlds: Any) -> pd.DataFrame:
