@@ -103,3 +103,10 @@ def test_cli_prints_one_line_and_exits_2(write_study):
     assert "Traceback" not in res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "cells[0].condition" in lines[0] and str(path) in lines[0]
+
+
+@pytest.mark.parametrize("path", sorted(p.name for p in (ROOT / "params").glob("*.yaml")
+                                        if p.name not in ("models.yaml", "local-models.yaml")))
+def test_every_shipped_study_validates(path):
+    study = load_study(ROOT / "params" / path)
+    assert study.cells and study.worlds_per_cell >= 1
