@@ -235,3 +235,17 @@ class FakeOpenAIProcess:
             self._proc.join(10)
             if self._proc.is_alive():
                 self._proc.terminate()
+
+
+FAKE_KEY = "sk-test-FAKE-abcdefghijklmnopqrstuv"  # obviously fake; tests check it never reaches a record
+
+
+def route_litellm_to(server: FakeOpenAI, monkeypatch: Any, key: str = FAKE_KEY) -> None:
+    """Point catalogue entries that read WORKBENCH_FAKE_API_BASE at ``server``, with a
+    fake key and fresh connection limits (what every litellm-backed test needs)."""
+    from workbench.models.litellm_client import reset_limits
+
+    reset_limits()
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("WORKBENCH_FAKE_API_BASE", server.url)
+    monkeypatch.delenv("WORKBENCH_MODELS", raising=False)

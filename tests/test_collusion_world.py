@@ -18,7 +18,7 @@ from typing import Any  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from tests.fake_openai import Action, FakeOpenAI  # noqa: E402
+from tests.fake_openai import FAKE_KEY, Action, FakeOpenAI, route_litellm_to  # noqa: E402
 from workbench.models.factory import make_client  # noqa: E402
 from workbench.worlds import collusion as K  # noqa: E402
 from workbench.worlds.collusion import controlled as C  # noqa: E402
@@ -26,7 +26,7 @@ from workbench.worlds.collusion.simulated import CollusionSimClient, get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "params" / "prompts" / "collusion"
-KEY = "sk-test-FAKE-abcdefghijklmnopqrstuv"
+KEY = FAKE_KEY
 
 
 def factory(route: str, slot: str, seed: int, options: dict[str, Any]):  # noqa: ANN201
@@ -195,13 +195,8 @@ def test_simulated_worlds_are_deterministic_and_memory_none_differs():
 # -- a hosted-model route through litellm, against the fake OpenAI server ------------------------
 @pytest.fixture
 def fake(monkeypatch):
-    from workbench.models.litellm_client import reset_limits
-
     srv = FakeOpenAI().start()
-    reset_limits()
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("WORKBENCH_FAKE_API_BASE", srv.url)
-    monkeypatch.delenv("WORKBENCH_MODELS", raising=False)
+    route_litellm_to(srv, monkeypatch, KEY)
     yield srv
     srv.stop()
 

@@ -20,12 +20,12 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from tests.conftest import ROOT, run_world, study_dict  # noqa: E402
-from tests.fake_openai import Action, FakeOpenAI, malformed, ok, slow, status  # noqa: E402
+from tests.fake_openai import FAKE_KEY, Action, FakeOpenAI, malformed, ok, route_litellm_to, slow, status  # noqa: E402
 from workbench.models.base import ModelRequest  # noqa: E402
 from workbench.models.budget import Budget, is_budget_cut  # noqa: E402
 from workbench.models.catalogue import CatalogueError, ModelEntry, load_catalogue  # noqa: E402
 
-KEY = "sk-test-FAKE-abcdefghijklmnopqrstuv"
+KEY = FAKE_KEY
 MSGS = [{"role": "system", "content": "You are a test."}, {"role": "user", "content": "Say something."}]
 
 
@@ -38,14 +38,9 @@ def server():
 
 @pytest.fixture
 def fake(server, monkeypatch):
-    from workbench.models.litellm_client import reset_limits
-
     server.reset()
     server.delay_s = 0.0
-    reset_limits()
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("WORKBENCH_FAKE_API_BASE", server.url)
-    monkeypatch.delenv("WORKBENCH_MODELS", raising=False)
+    route_litellm_to(server, monkeypatch, KEY)
     yield server
     server.reset()
 
