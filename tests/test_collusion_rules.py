@@ -342,3 +342,21 @@ def test_context_error_drops_oldest_and_retries():
     assert not reply.failed and runner.context_drops["alice"] == 2 and agent.client.n == 3
     runner.flush()
     assert [s.get("context_retry", False) for s in rec.steps] == [True, True, False]
+
+
+def test_too_few_sequences_for_the_worlds_is_refused_at_load(tmp_path):
+    import yaml
+
+    from tests.conftest import ROOT
+    from workbench.params import ParamsError, load_study
+
+    spec = yaml.safe_load((ROOT / "params" / "collusion-smoke.yaml").read_text())
+    spec["worlds_per_cell"] = 5  # the smoke study ships 4 sequences
+    spec["defaults"]["prompts"] = str(ROOT / "params" / "prompts" / "collusion")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ParamsError, match=r"defaults\.sequences: expected at least worlds_per_cell = 5"):
+        load_study(tmp_path / "s.yaml")
+    spec["cells"][0]["sequences"] = 9
+    spec["defaults"]["sequences"] = 5
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    assert load_study(tmp_path / "s.yaml").worlds_per_cell == 5

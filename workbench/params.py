@@ -159,6 +159,12 @@ def load_study(path: str | Path) -> Study:
                 check_route(route, profiles)
             except (KeyError, ValueError) as exc:
                 raise ParamsError(path, f"{origin}.model", str(exc.args[0])) from None
+        if hasattr(kind, "check_cell"):  # what only the study knows: e.g. enough sequences for its worlds
+            try:
+                kind.check_cell(spec, model.worlds_per_cell)
+            except ValueError as exc:
+                field, _, msg = str(exc.args[0]).partition(": ")
+                raise ParamsError(path, f"{origin if field in body else 'defaults'}.{field}", msg) from None
         root = kind.template_root(spec, path.parent)
         if not root.is_dir():
             raise ParamsError(path, f"{origin}.prompts", f"expected a folder of templates, {root} does not exist")

@@ -44,6 +44,13 @@ async def run_world(cell: CollusionCell, *, world_id: str, cell_id: str, seed: i
     return await world.run()
 
 
+def check_cell(cell: CollusionCell, worlds_per_cell: int) -> None:
+    """World i plays episode sequence i, so a cell needs a sequence per world."""
+    if cell.sequences < worlds_per_cell:
+        raise ValueError(f"sequences: expected at least worlds_per_cell = {worlds_per_cell} fixed episode "
+                         f"sequences, one per trajectory (got {cell.sequences})")
+
+
 def design_files(cell: CollusionCell, base_dir: Path) -> list[Path]:
     """What a preregistration lock hashes besides params and prompts: the task data and
     the code that builds, runs and scores the tasks (the tasks are part of the design)."""
@@ -89,4 +96,4 @@ def describe_world(records: Any, world_id: str, out: TextIO, full: bool = False)
 
 
 __all__ = ["AGENTS", "NAME", "CellSpec", "CollusionWorld", "WorldOutcome", "routes", "template_root", "run_world",
-           "design_files", "world_metrics", "summary_text", "metric_tables", "describe_world"]
+           "check_cell", "design_files", "world_metrics", "summary_text", "metric_tables", "describe_world"]
