@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from workbench.params import ParamsError, load_study
+from workbench.worlds import kind_of_records
 from workbench.models.factory import is_simulated_route
 
 
@@ -45,16 +46,6 @@ def lock_gate(params: str, lock_dir: str, deviation: str | None) -> tuple[dict |
     after = check_study(params, lock_dir) or {}
     return {**after, "lock_dir": state["lock_dir"], "matched": False, "deviation": deviation, "deviation_lock": path.stem,
             "changes_at_run": state["changes"], "locked_as": state["lock"]}, 0
-
-
-def kind_of(records):  # noqa: ANN001, ANN201 - RunRecords -> the world kind's module
-    """The world kind a run set was recorded with (older records: the shared-store kind)."""
-    from workbench.worlds import get_kind
-
-    kinds = {w.get("world_kind", "stigmergy") for w in records.worlds} or {records.manifest.get("world_kind")}
-    if len(kinds) != 1:
-        raise ValueError(f"{records.dir} mixes world kinds {sorted(map(str, kinds))}; report on one kind at a time")
-    return get_kind(kinds.pop() or "stigmergy")
 
 
 def _finished(run_dir: str):  # noqa: ANN202 - RunRecords | None
@@ -135,7 +126,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"replay of {args.world} through the engine: " + ("identical to the records" if not diffs
               else f"{len(diffs)} differences") + f" ({n} steps)")
         return 1 if diffs else 0
-    kind = kind_of(records)
+    kind = kind_of_records(records)
     if hasattr(kind, "describe_world"):
         kind.describe_world(records, args.world, sys.stdout, full=args.full)
     else:
@@ -153,7 +144,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out) if args.out else Path(args.dir) / "metrics"
     simulated = all(is_simulated_route(a["route"]) for w in records.worlds for a in w["agents"])
-    kind = kind_of(records)
+    kind = kind_of_records(records)
     if hasattr(kind, "metric_tables"):
         from workbench.metrics.export import write_tables
 
@@ -280,7 +271,7 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     records = _finished(args.dir)
     if records is None:
         return 2
-    kind = kind_of(records)
+    kind = kind_of_records(records)
     if not hasattr(kind, "run_judges"):
         print(f"error: the {kind.NAME} world kind has no judges", file=sys.stderr)
         return 2

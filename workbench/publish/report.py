@@ -11,12 +11,9 @@ from workbench.publish.notebooks import execute
 def _report_notebook(records) -> str:  # noqa: ANN001 - RunRecords
     """The notebook a world kind reports with (``REPORT_NOTEBOOK``); the shared-store
     kind's is ``analysis``."""
-    from workbench.worlds import get_kind
+    from workbench.worlds import kind_of_records
 
-    kinds = {w.get("world_kind", "stigmergy") for w in records.worlds}
-    if len(kinds) != 1:
-        raise ValueError(f"{records.dir} mixes world kinds {sorted(kinds)}; report on one kind at a time")
-    return getattr(get_kind(kinds.pop()), "REPORT_NOTEBOOK", "analysis")
+    return getattr(kind_of_records(records), "REPORT_NOTEBOOK", "analysis")
 
 
 def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, output: str | Path | None = None,

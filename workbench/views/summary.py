@@ -13,14 +13,13 @@ def run_summary(run_dir: str | Path) -> Any:
     from IPython.display import HTML
 
     from workbench.records import load_run
-    from workbench.worlds import get_kind
+    from workbench.worlds import kind_of_records
 
     records = load_run(run_dir)
     if not records.worlds:
         return HTML(f"<p><i>{esc_html(str(run_dir))} holds no finished world yet.</i></p>")
-    kinds = {w.get("world_kind", "stigmergy") for w in records.worlds}
-    kind = get_kind(kinds.pop()) if len(kinds) == 1 else None
-    if kind is not None and hasattr(kind, "summary_text"):
+    kind = kind_of_records(records)
+    if hasattr(kind, "summary_text"):
         return HTML(f"<pre>{esc_html(kind.summary_text(records.worlds))}</pre>")
     from workbench.metrics.frames import world_frame
     from workbench.views.styled import per_model_table
