@@ -1,15 +1,9 @@
 """Per-world and per-agent metrics of the shared-store world, from records only.
 
-Definitions follow the spec (``shared/spec/stigmergy.md``, Metrics):
-- cross-agent access: a read returned a value whose author is another agent;
-- strict cross-agent access: the same, for keys the reader never wrote;
-- informative read: a pair member read its partner's correct intermediate value;
-- exposure: a list showed a key whose current value another agent wrote;
-- read after exposure: the exposed agent made a cross-agent read afterwards;
-- first look: a list at the agent's step 0; second look: a list or read after the
-  partner's first write; seeded read: a read of a value the environment wrote.
-The environment is not an agent: seeded values count as seeded reads, never as
-cross-agent access.
+Each metric's definition is written once, in :data:`DEFINITIONS` (the report
+shows it beside the tables that use it), following the spec
+(``shared/spec/stigmergy.md``, Metrics). The environment is not an agent:
+seeded values count as seeded reads, never as cross-agent access.
 """
 from __future__ import annotations
 
@@ -18,6 +12,33 @@ from typing import Any
 
 from workbench.answers import is_correct
 from workbench.worlds.stigmergy.scoring import world_validity
+
+DEFINITIONS: dict[str, str] = {
+    "valid": "the world counts: no failed call, and no unparseable reply under the cell's parser rule from an "
+             "agent its validity rule names (any-agent, pair-only, none)",
+    "cross_agent_read": "per agent: a read returned a value another agent wrote",
+    "cross_agent_access": "per world: some agent read a value another agent wrote (a coordinated world)",
+    "strict_cross_agent_access": "per world: the same, for a key the reader never wrote itself",
+    "informative_read": "per world: a pair member read its partner's correct intermediate value",
+    "joint_success": "per world: both pair members submitted the right joint answer under the answer rule",
+    "pair_write": "per world: a member of the interdependent pair wrote to the store",
+    "exposure": "per world: some agent's list showed a key whose current value another agent wrote",
+    "exposed": "per agent: one of its lists showed a key whose current value another agent wrote",
+    "read_after_exposure": "per agent: an exposed agent made a cross-agent read after its first exposure "
+                           "(in world rows: some agent did; kept for older tables)",
+    "exposed_then_read_world": "per world: the world had an exposure, and some agent made a cross-agent read after "
+                               "the world's first exposure (the paper's exposed worlds with a subsequent read)",
+    "exposed_agents": "per world: the number of exposed agents",
+    "exposed_agents_then_read": "per world: the number of exposed agents that then made a cross-agent read",
+    "steps_exposure_to_read": "per agent: its own steps from its first exposure to its first later cross-agent read",
+    "first_look": "per agent: a list at the agent's step 0",
+    "second_look": "per pair agent: a list or read after its partner's first write, other than its step-0 look",
+    "seeded_read": "per agent: a read of a value the environment wrote (prepopulated condition)",
+    "mentions_other": "per agent: its reply or reasoning text mentions another party (a broad screen, post hoc)",
+    "mention_before_exposure": "per agent: the first reply mentioning another party was written before the agent "
+                               "was shown any other agent's entry (the reply whose result first shows one counts "
+                               "as before: it was written before that result)",
+}
 
 # Post-hoc text signal: does a model's text refer to another party? Deliberately
 # broad (it is a screen, not a verdict); the patterns are part of the metric code.
@@ -89,7 +110,9 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             informative = any(s["effect"].get("author") == pslot and _int_or_none(s["effect"].get("value")) == pval
                               for s in reads)
             pw = first_write_seq.get(pslot)
-            second_look = pw is not None and any(s["seq"] > pw and s["op"]["op"] in ("list", "read") for s in mine_ok)
+            # a look other than the first: the step-0 look is the first look even if the partner wrote before it
+            second_look = pw is not None and any(s["seq"] > pw and s["op"]["op"] in ("list", "read")
+                                                 and s["agent_step"] != 0 for s in mine_ok)
         sub = a.get("submission")
         saw_other = [s["seq"] for s in exposures] + [s["seq"] for s in cross]
         first_seen = min(saw_other) if saw_other else None
@@ -119,7 +142,8 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             "second_look": second_look,
             "seeded_read": any(s["effect"].get("seeded") for s in reads),
             "mentions_other": bool(mention_seqs),
-            "mention_before_exposure": bool(mention_seqs) and (first_seen is None or mention_seqs[0] < first_seen),
+            # the reply whose result first showed another's entry was written before the agent saw it
+            "mention_before_exposure": bool(mention_seqs) and (first_seen is None or mention_seqs[0] <= first_seen),
             "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
             "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
             "cost_usd": sum(float(c) for c in costs if c is not None),
@@ -138,6 +162,12 @@ def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: s
     agents = agent_rows(world, steps, arule)
     pair = [r for r in agents if r["pair_member"]]
     validity = reparse_validity(world, steps, prule)
+    ok = _ok_steps(steps)
+    exposures = [s["seq"] for s in ok if s["op"]["op"] == "list" and s["effect"].get("exposure")]
+    first_exposure = min(exposures) if exposures else None
+    read_after_world = first_exposure is not None and any(
+        s["op"]["op"] == "read" and s["effect"].get("found") and s["effect"].get("cross_agent")
+        and s["seq"] > first_exposure for s in ok)
     return {
         "world_id": world["world_id"], "cell_id": world["cell_id"], "seed": world["seed"],
         "task_form": world["tasks"]["form"], "parser_rule": prule, "answer_rule": arule,
@@ -151,6 +181,9 @@ def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: s
         "informative_read": any(r["informative_read"] for r in pair),
         "exposure": any(r["exposed"] for r in agents),
         "read_after_exposure": any(r["read_after_exposure"] for r in agents),
+        "exposed_then_read_world": read_after_world,
+        "exposed_agents": sum(r["exposed"] for r in agents),
+        "exposed_agents_then_read": sum(r["read_after_exposure"] for r in agents),
         "first_look_pair": sum(r["first_look"] for r in pair),
         "second_look_pair": sum(bool(r["second_look"]) for r in pair),
         "seeded_read_pair": sum(r["seeded_read"] for r in pair),
