@@ -14,10 +14,13 @@ import yaml
 
 from tests.conftest import study_dict
 from workbench.metrics.frames import agent_frame, world_frame
-from workbench.metrics.tables import attrition_table, compare_run_sets, exposure_lags, exposure_then_read
+from workbench.metrics.contrasts import ContrastSpec, Units, compare_run_sets, contrast_table
+from workbench.metrics.design import design_of_records
+from workbench.metrics.frames import reply_frame, units, validity_frame
+from workbench.metrics.tables import attrition_table, exposure_lags, exposure_then_read
 from workbench.stats import newcombe, wilson
-from workbench.views import (attrition_figure, cell_differences, e1_interaction_figure, esc_html, esc_plot,
-                             exposure_then_read_figure, forest_figure, per_model_table, rate_styler,
+from workbench.views import (attrition_figure, e1_interaction_figure, esc_html, esc_plot,
+                             exposure_then_read_figure, forest_figure, per_cell_table, rate_styler,
                              step_timeline, store_at_step, store_slider, transcript_html, transcripts_html)
 from workbench.views.timeline import ARROW, EXPOSURE, OP_COLOURS, OP_SYMBOLS
 
@@ -325,39 +328,44 @@ def test_transcript_holds_the_whole_conversation_in_order(run):
 
 
 # -- per-cell figures and tables -------------------------------------------------------
-def test_exposure_figure_counts_equal_the_table(frames):
+@pytest.fixture(scope="module")
+def design(run):
+    return design_of_records(run)
+
+
+def test_exposure_figure_counts_equal_the_table(run, frames, design):
     wf, af = frames
-    table = exposure_then_read(wf, af)
-    assert table["n"].sum() > 0 and table["k"].sum() > 0
-    fig = exposure_then_read_figure(wf, af)
+    table = exposure_then_read(wf, af, design)
+    assert table["worlds:n"].sum() > 0 and table["worlds:k"].sum() > 0
+    fig = exposure_then_read_figure(wf, af, design)
     bars = {t.meta: t for t in fig.data}
-    assert list(bars["exposed"].y) == table["n"].tolist()
-    assert list(bars["read_after"].y) == table["k"].tolist()
-    assert list(bars["exposed"].x) == [esc_plot(f"{m}{' (simulated)' if m.startswith('sim/') else ''} · {c} · {cl}")
-                                       for m, c, cl in zip(table["model"], table["condition"], table["clauses"])]
+    shown = table[table["worlds:n"] > 0]
+    assert list(bars["exposed"].y) == shown["worlds:n"].tolist()
+    assert list(bars["read_after"].y) == shown["worlds:k"].tolist()
+    # one bar per cell, labelled by the cell's own label (never a pooled model · condition)
+    assert list(bars["exposed"].x) == [esc_plot(lab + (" (simulated)" if str(m).startswith("sim/") else ""))
+                                       for lab, m in zip(shown["cell_label"], shown["cell_id"].map(
+                                           design.frame["model"]))]
+    assert len(set(bars["exposed"].x)) == len(shown)
     lags = exposure_lags(af)
     assert sorted(bars["lags"].y) == sorted(lags["steps_exposure_to_read"].astype(float))
     # independently of the table: valid exposed worlds with a read after exposure, per cell
     v = wf[wf["valid"] & wf["exposure"]]
-    assert sum(bars["read_after"].y) == int(v["read_after_exposure"].sum())
+    assert sum(bars["read_after"].y) == int(v["exposed_then_read_world"].sum())
     none = wf.assign(exposure=False)
-    assert not [t for t in exposure_then_read_figure(none, af).data]
+    assert not [t for t in exposure_then_read_figure(none, af, design).data]
 
 
-def test_per_model_table_renders_k_over_n_and_tags_simulated_rows(frames):
+def test_per_cell_table_has_one_row_per_cell_and_tags_simulated_rows(frames, design):
     wf, _ = frames
-    html = per_model_table(wf).to_html()
-    # rows are model × condition plus every factor that varies in the run set: never pooled
-    extra = [k for k in ("clauses", "scheduler", "parser", "answer_rule") if wf[k].nunique() > 1]
-    assert extra, "the fixture should vary at least one other factor"
-    for key, g in wf.groupby(["model", "condition", *extra]):
-        model, cond, *rest = key
+    html = per_cell_table(wf, design).to_html()
+    for cid, g in wf.groupby("cell_id"):
         v = g[g["valid"]]
         k, n = int(v["cross_agent_access"].sum()), len(v)
-        cells = r"</td>\s*<td[^>]*>".join([re.escape(cond), *(re.escape(str(x)) for x in rest)])
-        row = re.search(re.escape(esc_html(model)) + r"(?: \[simulated\])?</td>\s*<td[^>]*>" + cells
-                        + r"</td>\s*<td[^>]*>(\d+/\d+)</td>", html)
-        assert row and row.group(1) == f"{k}/{n}", key
+        label = esc_html(design.label(cid))
+        row = re.search(r">" + re.escape(label) + r"</td>.*?<td[^>]*>(\d+/\d+)</td>", html, re.S)
+        assert row and row.group(1) == f"{k}/{n}", cid
+    assert html.count("<tr>") - 1 == len(design.cells)
     assert "sim/diligent [simulated]" in html and "scripted [simulated]" not in html
     assert "100.0%" in html and "simulated behaviour, not real models" in html
 
@@ -375,66 +383,97 @@ def test_rate_styler_formats_rates_intervals_and_escapes():
     assert "linear-gradient" in html  # the rate bar
 
 
-def test_e1_interaction_plot_has_a_line_per_model_and_condition(frames):
+def test_e1_interaction_plot_has_a_line_per_group_of_matched_cells(frames, design):
     wf, _ = frames
-    fig = e1_interaction_figure(wf)
-    assert sorted(tuple(t.meta) for t in fig.data) == [("scripted", "store"), ("sim/clause-follower", "store"),
-                                                       (SIM, "private"), (SIM, "store")]
+    fig = e1_interaction_figure(wf, design)
+    # a line joins cells that differ in clauses alone; the scripted cells differ in scripts too
+    sim_lines = [t for t in fig.data if "model=sim/diligent" in t.name]
+    assert sorted(t.name.rsplit(" · ", 1)[-1] for t in sim_lines) == ["private", "shared"]
     for t in fig.data:
-        model, cond = t.meta
-        assert list(t.x) == (["both", "persist-only"] if model == SIM else ["both"])
-        for x, y, up, down in zip(t.x, t.y, t.error_y.array, t.error_y.arrayminus):
-            v = wf[(wf["model"] == model) & (wf["condition"] == cond) & (wf["clauses"] == x) & wf["valid"]]
+        cells = [c for c in design.cells if all(str(design.frame.at[c, f]) == v for f, v in
+                                                zip([f for f in design.varying if f not in ("condition", "clauses")],
+                                                    t.meta[:-1])) and design.level(c, "condition") == t.meta[-1]]
+        assert list(t.x) == [design.level(c, "clauses") for c in cells]
+        for x, y, up, down, cid in zip(t.x, t.y, t.error_y.array, t.error_y.arrayminus, cells):
+            v = wf[(wf["cell_id"] == cid) & wf["valid"]]
             k, n = int(v["cross_agent_access"].sum()), len(v)
+            if n == 0:
+                assert math.isnan(y)
+                continue
             lo, hi = wilson(k, n)
             assert y == pytest.approx(k / n) and y + up == pytest.approx(hi) and y - down == pytest.approx(lo)
-    names = {tuple(t.meta): t.name for t in fig.data}
-    assert names[(SIM, "private")] == "sim/diligent (simulated) · private" and names[("scripted", "store")] == \
-        "scripted · shared"
+    for t in sim_lines:
+        assert list(t.x) == ["both", "persist-only"] and "(simulated)" in t.name
 
 
-def test_cell_differences_match_newcombe_on_hand_picked_counts():
-    def worlds(model, cond, k, n, invalid=0):
-        rows = [{"model": model, "condition": cond, "valid": True, "m": i < k} for i in range(n)]
-        return rows + [{"model": model, "condition": cond, "valid": False, "m": True}] * invalid
+def _units(rows: list[dict]) -> Units:
+    return Units(frame=pd.DataFrame(rows), pair_on=("world_index",), metric="m", seed="seed")
 
-    wf = pd.DataFrame(worlds("a", "no-store", 2, 10, invalid=3) + worlds("a", "store", 7, 10)
-                      + worlds("b", "no-store", 0, 5) + worlds("b", "store", 5, 5, invalid=1)
-                      + worlds("c", "store", 1, 4) + worlds("c", "private", 4, 4))
-    d = cell_differences(wf, "m").set_index("model")
-    for model, (kb, nb, ka, na) in {"a": (7, 10, 2, 10), "b": (5, 5, 0, 5)}.items():
+
+def test_contrasts_match_newcombe_and_mcnemar_on_hand_picked_counts():
+    from workbench.metrics.design import design_of
+
+    cells = {"a0": {"model": "a", "condition": "no-store"}, "a1": {"model": "a", "condition": "store"},
+             "b0": {"model": "b", "condition": "no-store"}, "b1": {"model": "b", "condition": "store"},
+             "c1": {"model": "c", "condition": "store"}, "c2": {"model": "c", "condition": "private"}}
+    design = design_of([{"cell_id": c, "cell": spec} for c, spec in cells.items()])
+
+    def worlds(cid, outcomes, invalid=()):
+        return [{"cell_id": cid, "world_index": i, "seed": 100 + i, "valid": i not in invalid, "m": bool(o)}
+                for i, o in enumerate(outcomes)]
+
+    rows = (worlds("a0", [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1], invalid={10, 11, 12})
+            + worlds("a1", [1, 1, 1, 1, 1, 1, 1, 0, 0, 0]) + worlds("b0", [0] * 5)
+            + worlds("b1", [1] * 6, invalid={5}) + worlds("c1", [1, 0, 0, 0]) + worlds("c2", [1] * 4))
+    t = contrast_table(_units(rows), design, [ContrastSpec("store effect", "condition", ("no-store", "store"))])
+    assert list(zip(t["A cell"], t["B cell"])) == [("a0", "a1"), ("b0", "b1")]  # c has no no-store cell
+    for (a, b), (kb, nb, ka, na) in {("a0", "a1"): (7, 10, 2, 10), ("b0", "b1"): (5, 5, 0, 5)}.items():
+        r = t[(t["A cell"] == a) & (t["B cell"] == b)].iloc[0]
         diff, low, high = newcombe(kb, nb, ka, na)
-        assert d.loc[model, "difference (B−A)"] == pytest.approx(diff)
-        assert (d.loc[model, "low"], d.loc[model, "high"]) == pytest.approx((low, high))
-        assert d.loc[model, "store k/n"] == f"{kb}/{nb}" and d.loc[model, "no-store k/n"] == f"{ka}/{na}"
-    assert d.loc["a", "difference (B−A)"] == pytest.approx(0.5)
-    assert not d.loc["c", "estimable"] and math.isnan(d.loc["c", "difference (B−A)"])
-    other = cell_differences(wf, "m", base_condition="store", other_condition="private").set_index("model")
-    assert other.loc["c", "difference (B−A)"] == pytest.approx(1 - 1 / 4)
-    fig = forest_figure(cell_differences(wf, "m"))
-    assert list(fig.data[0].y) == ["a", "b"] and list(fig.data[0].x) == pytest.approx([0.5, 1.0])
-    assert "not estimable" in fig.layout.title.text and "c" in fig.layout.title.text
+        assert (r["difference (B−A)"], r["low"], r["high"]) == pytest.approx((diff, low, high))
+        assert r["B k/n"] == f"{kb}/{nb}" and r["A k/n"] == f"{ka}/{na}"
+    a = t.iloc[0]  # pairs 0..9 valid in both: discordant 5 (B only); a0's 10..12 lost
+    assert (a["pairs"], a["only A"], a["only B"], a["lost pairs"]) == (10, 0, 5, 3)
+    assert a["p (exact McNemar)"] == pytest.approx(2 * 0.5 ** 5)
+    b = t.iloc[1]  # b1's world 5 is invalid and b0 has no world 5
+    assert (b["pairs"], b["only B"], b["lost pairs"]) == (5, 5, 1)
+    fig = forest_figure(t)
+    assert list(fig.data[0].x) == pytest.approx([0.5, 1.0])
+    assert "condition: store vs no-store" in fig.data[0].y[0] and "model=a" in fig.data[0].y[0]
+    assert "no multiple-comparison correction" in t.attrs["title"]
+    holm = contrast_table(_units(rows), design, [ContrastSpec("s", "condition", ("no-store", "store"))], holm=True)
+    ps = holm["p (exact McNemar)"].tolist()
+    lo, hi = sorted(range(2), key=ps.__getitem__)
+    expected = [0.0, 0.0]
+    expected[lo] = min(1.0, 2 * ps[lo])
+    expected[hi] = max(expected[lo], min(1.0, ps[hi]))
+    assert holm["p (Holm)"].tolist() == pytest.approx(expected)
+    assert "Holm-adjusted" in holm.attrs["title"]
 
 
-def test_forest_plot_of_compare_run_sets(frames):
-    wf, _ = frames
-    b = wf.copy()
-    b.loc[b["cell_label"] == "sim private both", "cross_agent_access"] = True
-    comparison = compare_run_sets(wf, b)
-    fig = forest_figure(comparison)
+def test_forest_plot_of_compare_run_sets(run, design):
+    ua = units(run)
+    fb = ua.frame.copy()
+    target = next(c for c in design.cells if design.label(c) == "sim private both")
+    fb.loc[fb["cell_id"] == target, "cross_agent_access"] = True
+    ub = Units(frame=fb, pair_on=ua.pair_on, metric=ua.metric, seed=ua.seed)
+    comparison = compare_run_sets(ua, design, ub, design)
+    assert (comparison["status"] == "matched").all() and len(comparison) == len(design.cells)
+    fig = forest_figure(comparison, label="cell")
     (t,) = fig.data
     est = comparison[comparison["difference (B−A)"].notna()]
-    assert list(t.y) == [esc_plot(x) for x in est["cell_label"]]
+    assert list(t.y) == [esc_plot(x) for x in est["cell"]]
     assert list(t.x) == pytest.approx(est["difference (B−A)"].tolist())
     i = list(t.y).index("sim private both")
     assert t.x[i] == pytest.approx(1.0)
     assert t.x[i] + t.error_x.array[i] == pytest.approx(est["high"].iloc[i])
     assert t.x[i] - t.error_x.arrayminus[i] == pytest.approx(est["low"].iloc[i])
+    row = comparison.set_index("cell").loc["sim private both"]
+    assert row["pairs"] == 3 and row["only B"] == 3 and row["p (exact McNemar)"] == pytest.approx(0.25)
 
 
-def test_attrition_bars_split_every_cell_s_worlds(run):
-    strict, lenient = world_frame(run, parser_rule="strict"), world_frame(run, parser_rule="lenient")
-    att = attrition_table(strict, lenient)
+def test_attrition_bars_split_every_cell_s_worlds(run, design):
+    att = attrition_table(validity_frame(run), reply_frame(run), design)
     fig = attrition_figure(att)
     parts = {t.name: list(t.y) for t in fig.data}
     assert list(parts) == ["valid under both rules", "invalid under strict only", "invalid under both rules",
@@ -446,3 +485,10 @@ def test_attrition_bars_split_every_cell_s_worlds(run):
     assert by_cell["garbage"]["invalid under both rules"] == 3
     assert by_cell["fails"]["failed calls"] == 3
     assert by_cell["sim store both"]["valid under both rules"] == 3
+    rows = att.set_index("cell_label")
+    assert rows.loc["fails", "failure causes"].startswith("script exhausted") and \
+        rows.loc["fails", "failure causes"].endswith(": 3")
+    assert rows.loc["prose", "strict: prose-wrapped"] == 3 and rows.loc["prose", "lenient: prose-wrapped"] == 0
+    assert rows.loc["garbage", "strict: bad JSON"] == 3 and rows.loc["garbage", "lenient: bad JSON"] == 3
+    # the evil cell is valid under validity none, and lost under any-agent (pair_b's bad reply)
+    assert rows.loc["evil", "valid (lenient, none)"] == 3 and rows.loc["evil", "valid (lenient, any-agent)"] == 0

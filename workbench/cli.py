@@ -134,52 +134,95 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_metrics(args: argparse.Namespace) -> int:
+def print_table(name: str, table, note: str = "") -> None:  # noqa: ANN001 - a DataFrame
+    """A table for the terminal: its title, rules and constant factors, then its rows
+    (intervals dropped for width), or why it is empty."""
     import pandas as pd
 
-    from workbench.metrics.export import cell_tables, write_metrics
+    from workbench.metrics.design import constant_text
+
+    print(f"\n== {name}{note} ==")
+    for key in ("title", "rules"):
+        if table.attrs.get(key):
+            print(table.attrs[key])
+    if constant_text(table):
+        print(f"same in every row: {constant_text(table)}")
+    if table.empty:
+        print(f"(empty: {table.attrs.get('empty_reason') or 'no rows in this run set'})")
+        return
+    sparse = set(table.attrs.get("sparse") or ())
+    cols = [c for c in table.columns if not c.endswith((":low", ":high", " low", " high"))
+            and c not in ("low", "high", "lost pair keys", "estimable", "comparison")
+            and not (c in sparse and not table[c].astype(bool).any())]
+    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_colwidth", 48,
+                           "display.precision", 3):
+        print(table[cols].to_string(index=False))
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from workbench.metrics.export import cell_tables, rules_folder, write_metrics, write_tables
 
     records = _finished(args.dir)
     if records is None:
         return 2
-    out = Path(args.out) if args.out else Path(args.dir) / "metrics"
     simulated = all(is_simulated_route(a["route"]) for w in records.worlds for a in w["agents"])
+    note = " (SIMULATED behaviour, not real models)" if simulated else ""
     kind = kind_of_records(records)
     if hasattr(kind, "metric_tables"):
-        from workbench.metrics.export import write_tables
-
+        if args.parser or args.answer_rule:
+            print(f"error: --parser and --answer-rule re-score shared-store worlds; the {kind.NAME} world "
+                  "kind has no such rules", file=sys.stderr)
+            return 2
+        out = Path(args.out) if args.out else Path(args.dir) / "metrics"
         tables = kind.metric_tables(records)
         written = write_tables(tables, out)
-        with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
-            for name, t in tables.items():
-                print(f"\n== {name}{' (SIMULATED behaviour, not real models)' if simulated else ''} ==")
-                print(t.to_string(index=False))
+        for name, t in tables.items():
+            print_table(name, t, note)
         print(f"\nwrote {len(written)} files under {out}")
         return 0
+    # re-scored tables go to a folder named after their rules: never over the recorded ones
+    out = Path(args.out) if args.out else Path(args.dir) / "metrics" / rules_folder(args.parser, args.answer_rule)
     written = write_metrics(records, out, args.parser, args.answer_rule)
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 40):
-        tables = cell_tables(records, args.parser, args.answer_rule)
-        note = " (SIMULATED behaviour, not real models)" if simulated else ""
-        for name in ("coordination", "attrition", "e1", "looks"):
-            t = tables[name]
-            cols = [c for c in t.columns if not c.endswith((":low", ":high")) and c not in ("low", "high")]
-            print(f"\n== {name}{note} ==")
-            print(t[cols].to_string(index=False))
+    tables = cell_tables(records, args.parser, args.answer_rule, holm=args.holm)
+    for name in ("coordination", "contrasts", "attrition", "e1", "looks", "exposure_then_read"):
+        print_table(name, tables[name], note)
     print(f"\nwrote {len(written)} files under {out}")
     return 0
 
 
+def parse_maps(items: list[str] | None) -> dict[str, dict[str, str]]:
+    """``--map FIELD=OLD:NEW`` (repeatable) as {field: {old: new}}."""
+    maps: dict[str, dict[str, str]] = {}
+    for item in items or []:
+        field, eq, pair = item.partition("=")
+        old, colon, new = pair.partition(":")
+        if not (eq and colon and field and old and new):
+            raise ValueError(f"--map {item!r}: expected FIELD=OLD:NEW, e.g. parser=lenient:strict")
+        maps.setdefault(field, {})[old] = new
+    return maps
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
-    import pandas as pd
+    from workbench.metrics.contrasts import compare_run_sets
+    from workbench.metrics.design import design_of_records
 
-    from workbench.metrics.frames import world_frame
-    from workbench.metrics.tables import compare_run_sets
-    from workbench.records import load_run
-
-    a, b = load_run(args.a), load_run(args.b)
-    table = compare_run_sets(world_frame(a), world_frame(b), metric=args.metric, names=(args.a, args.b))
-    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.max_colwidth", 60):
-        print(table.to_string(index=False))
+    a, b = _finished(args.a), _finished(args.b)
+    if a is None or b is None:
+        return 2
+    kind_a, kind_b = kind_of_records(a), kind_of_records(b)
+    if kind_a is not kind_b:
+        print(f"error: {args.a} holds {kind_a.NAME} worlds and {args.b} {kind_b.NAME} worlds; compare "
+              "run sets of one world kind", file=sys.stderr)
+        return 2
+    maps = parse_maps(args.map)
+    table = compare_run_sets(kind_a.contrast_units(a), design_of_records(a), kind_b.contrast_units(b),
+                             design_of_records(b), metric=args.metric, ignore=args.ignore or [], maps=maps,
+                             names=(args.a, args.b), holm=args.holm)
+    print_table("compare", table)
+    unmatched = table[table["status"] != "matched"]
+    if len(unmatched):
+        print(f"\n{len(unmatched)} cells not matched (listed above with the reason); "
+              "declare an intended difference with --ignore FIELD or --map FIELD=OLD:NEW")
     if args.csv:
         table.to_csv(args.csv, index=False)
     return 0
@@ -315,11 +358,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write (default: DIR/metrics)")
     p.add_argument("--parser", choices=["strict", "lenient"], help="re-score under this parser rule")
     p.add_argument("--answer-rule", choices=["one-integer", "exact"], help="re-score under this answer rule")
+    p.add_argument("--holm", action="store_true", help="add Holm-adjusted p values beside the raw ones")
     p.set_defaults(func=_cmd_metrics)
-    p = sub.add_parser("compare", help="compare two run sets of the same design cell by cell (Newcombe)")
+    p = sub.add_parser("compare", help="compare two run sets cell by cell, cells matched on their factors "
+                                       "(Newcombe; exact McNemar where seeds pair)")
     p.add_argument("a", help="run directory A")
     p.add_argument("b", help="run directory B")
-    p.add_argument("--metric", default="cross_agent_access")
+    p.add_argument("--metric", help="a boolean unit metric (default: the world kind's headline metric)")
+    p.add_argument("--ignore", action="append", metavar="FIELD",
+                   help="a cell field that is the difference under test (repeatable), e.g. --ignore parser")
+    p.add_argument("--map", action="append", metavar="FIELD=OLD:NEW",
+                   help="A's level OLD of FIELD corresponds to B's NEW (repeatable)")
+    p.add_argument("--holm", action="store_true", help="add Holm-adjusted p values beside the raw ones")
     p.add_argument("--csv", help="also write the table here")
     p.set_defaults(func=_cmd_compare)
     p = sub.add_parser("judge", help="run a world kind's LLM judges over a run set (collusion: agreement, relaxation)")

@@ -41,6 +41,18 @@ class _StudyModel(BaseModel):
     budget_usd: float | None = Field(None, gt=0, description="no new world starts once this much is spent")
     cache_dir: str | None = Field(None, description="response cache folder (relative to the file); off if absent")
     monitor: "MonitorSpec | None" = None
+    contrasts: list["ContrastModel"] = Field(default_factory=list)
+
+
+class ContrastModel(BaseModel):
+    """A comparison the study is designed for: ``factor`` (a cell field, dotted for a
+    nested one, e.g. ``sampling.reasoning_effort``) at ``levels``, the first being the
+    reference. Analysed only between cells that differ in that factor alone."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_. -]+$")
+    factor: str
+    levels: list[Any] | None = Field(None, min_length=2)
 
 
 class MonitorSpec(BaseModel):
@@ -52,7 +64,7 @@ class MonitorSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0})
 
 
-_StudyModel.model_rebuild()
+_StudyModel.model_rebuild()  # resolve the forward references above
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,7 @@ class Study:
     budget_usd: float | None = None
     cache_dir: Path | None = None
     monitor: MonitorSpec | None = None
+    contrasts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def base_dir(self) -> Path:
@@ -173,9 +186,43 @@ def load_study(path: str | Path) -> Study:
             raise ParamsError(path, origin, f"duplicates the cell at {seen[cid]} (every cell must differ)")
         seen[cid] = origin
         cells.append(Cell(cid, i, spec, origin))
+    contrasts = _check_contrasts(path, model.contrasts, cells, kind)
     return Study(path=path, name=model.name, world=model.world, seed=model.seed,
                  worlds_per_cell=model.worlds_per_cell, concurrency=model.concurrency,
                  description=model.description, cells=cells, profiles=profiles, raw=raw,
                  budget_usd=model.budget_usd,
                  cache_dir=(path.parent / model.cache_dir) if model.cache_dir else None,
-                 monitor=model.monitor)
+                 monitor=model.monitor, contrasts=contrasts)
+
+
+def _check_contrasts(path: Path, declared: list[ContrastModel], cells: list[Cell], kind: Any
+                     ) -> list[dict[str, Any]]:
+    """Declared contrasts must name a cell field, levels some cell has, and at least
+    one pair of cells that differ in that factor alone."""
+    from workbench.metrics.contrasts import ContrastSpec, matched_pairs
+    from workbench.metrics.design import design_of, level_text
+
+    design = design_of([{"cell_id": c.cell_id, "cell": c.spec.model_dump(mode="json"), "cell_label": c.label}
+                        for c in cells])
+    out = []
+    names: set[str] = set()
+    for i, c in enumerate(declared):
+        where = f"contrasts[{i}]"
+        if c.name in names:
+            raise ParamsError(path, f"{where}.name", f"expected a unique name ({c.name!r} is used twice)")
+        names.add(c.name)
+        top = c.factor.split(".", 1)[0]
+        if top not in kind.CellSpec.model_fields or top == "label":
+            raise ParamsError(path, f"{where}.factor", f"expected a cell field, one of "
+                                                       f"{sorted(f for f in kind.CellSpec.model_fields if f != 'label')} "
+                                                       f"(got {c.factor!r})")
+        have = sorted({design.level(cid, c.factor) for cid in design.cells})
+        for j, lv in enumerate(c.levels or []):
+            if level_text(lv) not in have:
+                raise ParamsError(path, f"{where}.levels[{j}]", f"expected a level some cell has: {have} (got {lv!r})")
+        spec = ContrastSpec(c.name, c.factor, tuple(level_text(v) for v in c.levels) if c.levels else None)
+        if not matched_pairs(design, spec):
+            raise ParamsError(path, where, f"expected two cells that differ in {c.factor} alone; none do, so "
+                                           "this contrast could only be made by pooling cells")
+        out.append(c.model_dump(mode="json", exclude_none=True))
+    return out

@@ -51,6 +51,20 @@ def mcnemar_paired(a: Sequence[bool], b: Sequence[bool], exact: bool = True) -> 
             "statistic": float(res.statistic), "pvalue": float(res.pvalue)}
 
 
+def holm_adjust(pvalues: Sequence[float]) -> list[float]:
+    """Holm-adjusted p values (statsmodels ``multipletests``) over the finite ones;
+    nan stays nan. Offered beside raw p values, never instead of them."""
+    from statsmodels.stats.multitest import multipletests
+
+    idx = [i for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)]
+    out = [NAN] * len(pvalues)
+    if idx:
+        adjusted = multipletests([pvalues[i] for i in idx], method="holm")[1]
+        for i, p in zip(idx, adjusted):
+            out[i] = float(p)
+    return out
+
+
 def worlds_for_half_width(p: float, half_width: float, level: float = 0.95) -> int:
     """Worlds per cell so that a rate near ``p`` has an interval of about ±half_width
     (normal approximation, statsmodels' samplesize_confint_proportion)."""

@@ -123,6 +123,8 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
         manifest["cells"][c.cell_id] = {"label": c.label, "spec": c.spec.model_dump(mode="json")}
     manifest["params"] = {"path": str(study.path), "sha256": sha256_file(study.path)}
     manifest["templates"] = {str(r): template_set(r).hashes() for r in roots}
+    manifest["description"] = study.description
+    manifest["contrasts"] = study.contrasts  # what the analysis compares (matched cells only)
     manifest["seed"] = study.seed
     manifest["worlds_per_cell"] = study.worlds_per_cell
     return manifest

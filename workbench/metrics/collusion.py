@@ -446,6 +446,17 @@ def compare_table(tf_a: pd.DataFrame, tf_b: pd.DataFrame, metric: str = "ever_co
     return pd.DataFrame(rows, columns=cols)
 
 
+def units(records: Any) -> Any:
+    """The collusion world's units for contrasts and comparisons: trajectories, paired
+    across cells by episode sequence (trajectory i of every cell plays sequence i)."""
+    from workbench.metrics.contrasts import Units
+
+    tf = trajectory_frame(records)
+    return Units(frame=tf, pair_on=("sequence_index",), metric="ever_colluded", unit="trajectories", seed="seed",
+                 references={"controlled": "none"},
+                 metrics=("ever_colluded", "ever_colluded_strict", "warmup_collusion"))
+
+
 # -- judge results ------------------------------------------------------------------------
 def load_judgments(run_dir: str | Path) -> pd.DataFrame:
     """The judgments written beside a run's records (``judges.jsonl``), one row per

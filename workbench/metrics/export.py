@@ -2,6 +2,7 @@
 CSV) and the cell tables (CSV), all recomputed from the records."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -12,28 +13,49 @@ from workbench.records import RunRecords
 
 
 def cell_tables(records: RunRecords, parser_rule: str | None = None,
-                answer_rule: str | None = None) -> dict[str, pd.DataFrame]:
-    """Every shipped table of a run, by name."""
+                answer_rule: str | None = None, holm: bool = False) -> dict[str, pd.DataFrame]:
+    """Every shipped table of a run, by name: one row per cell (or per matched pair
+    of cells, for contrasts), each with its title and constant factors in attrs."""
+    from workbench.metrics.contrasts import contrast_table, contrasts_for
+    from workbench.metrics.design import design_of_records
+    from workbench.metrics.frames import reply_frame, units, validity_frame
+
+    design = design_of_records(records)
     wf = world_frame(records, parser_rule, answer_rule)
     af = agent_frame(records, answer_rule)
-    return {
-        "coordination": T.coordination_table(wf),
-        "joint_by_cross_read": T.joint_by_cross_read(wf),
-        "attrition": T.attrition_table(world_frame(records, "strict", answer_rule),
-                                       world_frame(records, "lenient", answer_rule)),
-        "writes": T.writes_table(wf),
-        "e1": T.e1_table(wf, af),
-        "looks": T.looks_table(af),
-        "exposure_then_read": T.exposure_then_read(wf, af),
-        "text_signal": T.text_signal_table(af),
+    rules = f"parser {parser_rule or 'as recorded'}, answer rule {answer_rule or 'as recorded'}"
+    tables = {
+        "cells": design.table(),
+        "coordination": T.coordination_table(wf, design),
+        "contrasts": contrast_table(units(records, parser_rule, answer_rule), design,
+                                    contrasts_for(records, design), holm=holm),
+        "joint_by_cross_read": T.joint_by_cross_read(wf, design),
+        "attrition": T.attrition_table(validity_frame(records), reply_frame(records), design),
+        "writes": T.writes_table(wf, design),
+        "e1": T.e1_table(wf, af, design),
+        "looks": T.looks_table(af, design),
+        "exposure_then_read": T.exposure_then_read(wf, af, design),
+        "text_signal": T.text_signal_table(af, design),
         "rescoring": T.rescore_table({
             "recorded rules": world_frame(records),
             "strict parser": world_frame(records, "strict"),
             "lenient parser": world_frame(records, "lenient"),
             "exact answer": world_frame(records, None, "exact"),
             "one-integer answer": world_frame(records, None, "one-integer"),
-        }),
+        }, design),
     }
+    for name, t in tables.items():
+        if name != "rescoring":
+            t.attrs["rules"] = rules
+    return tables
+
+
+def rules_folder(parser_rule: str | None, answer_rule: str | None) -> str:
+    """Where re-scored metrics go under DIR/metrics: named after their rules, so a
+    re-score never overwrites the tables of the recorded rules."""
+    if not parser_rule and not answer_rule:
+        return ""
+    return f"{parser_rule or 'recorded'}-{answer_rule or 'recorded'}"
 
 
 def write_metrics(records: RunRecords, out_dir: str | Path, parser_rule: str | None = None,
@@ -50,9 +72,7 @@ def write_metrics(records: RunRecords, out_dir: str | Path, parser_rule: str | N
         frame.to_parquet(out / f"{name}.parquet", index=False)
         frame.to_csv(out / f"{name}.csv", index=False)
         written[name] = out / f"{name}.parquet"
-    for name, table in cell_tables(records, parser_rule, answer_rule).items():
-        table.to_csv(out / "tables" / f"{name}.csv", index=False)
-        written[f"table:{name}"] = out / "tables" / f"{name}.csv"
+    written.update(write_tables(cell_tables(records, parser_rule, answer_rule), out))
     return written
 
 
@@ -62,7 +82,13 @@ def write_tables(tables: dict[str, pd.DataFrame], out_dir: str | Path) -> dict[s
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
+    index: dict[str, dict[str, object]] = {}
     for name, table in tables.items():
         table.to_csv(out / "tables" / f"{name}.csv", index=False)
         written[f"table:{name}"] = out / "tables" / f"{name}.csv"
+        index[name] = {k: v for k, v in table.attrs.items() if isinstance(v, (str, int, float, dict, list))}
+    # what a CSV cannot carry: each table's title, the factors constant over its rows, its rules
+    (out / "tables" / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False, default=str),
+                                               encoding="utf-8")
+    written["index"] = out / "tables" / "index.json"
     return written

@@ -49,3 +49,95 @@ def agent_frame(records: RunRecords, answer_rule: str | None = None) -> pd.DataF
         for r in agent_rows(w, records.steps.get(w["world_id"], []), answer_rule):
             rows.append({**cols, **r, "world_valid": valid, "world_index": w.get("world_index")})
     return pd.DataFrame(rows)
+
+
+# -- attrition -----------------------------------------------------------------------------
+VALIDITY_GRID: tuple[tuple[str, str], ...] = tuple((p, v) for p in ("strict", "lenient")
+                                                   for v in ("any-agent", "pair-only", "none"))
+INVALID_SHAPES: tuple[str, ...] = ("fenced", "prose-wrapped", "several objects", "unknown op", "missing fields",
+                                   "bad JSON", "empty")
+
+
+def failure_cause(error: str | None) -> str | None:
+    """A failed call's cause as a short class: the error's text up to its first
+    colon or parenthesis (the provider's exception name, or our own reason)."""
+    if not error:
+        return None
+    head = str(error).split(":", 1)[0].split("(", 1)[0].strip()
+    return head[:60] or "unknown"
+
+
+def invalid_shape(outcome: dict[str, Any] | None, shape: dict[str, Any]) -> str | None:
+    """Why a reply is invalid under one parser rule, as one of INVALID_SHAPES (None
+    when it is valid). An extracted object with a bad operation is classed by the
+    operation; a reply no object could be taken from is classed by its shape."""
+    if outcome is None or outcome.get("valid"):
+        return None
+    error = str(outcome.get("error") or "")
+    if error.startswith("unknown operation"):
+        return "unknown op"
+    if error.startswith(('missing "op"', '"read"', '"write"', '"submit"', "JSON nested")):
+        return "missing fields"
+    if shape.get("empty") or error == "empty reply":
+        return "empty"
+    if shape.get("multi_object"):
+        return "several objects"
+    if shape.get("fenced"):
+        return "fenced"
+    if shape.get("prose_wrapped"):
+        return "prose-wrapped"
+    return "bad JSON"
+
+
+def reply_frame(records: RunRecords) -> pd.DataFrame:
+    """One row per recorded reply that got an answer (failed calls are counted per
+    world): why it is invalid under each parser rule, re-parsed from its raw text."""
+    from workbench.parsing import parse_both
+
+    rows = []
+    for w in records.worlds:
+        ops = tuple(w.get("allowed_ops") or ())
+        for s in records.steps.get(w["world_id"], []):
+            if s.get("parse") is None:
+                continue
+            parsed = parse_both(s["reply"].get("text") or "", ops)
+            rows.append({"cell_id": w["cell_id"], "world_id": w["world_id"], "agent": s["agent"],
+                         "invalid:strict": invalid_shape(parsed["strict"], parsed["shape"]),
+                         "invalid:lenient": invalid_shape(parsed["lenient"], parsed["shape"])})
+    return pd.DataFrame(rows, columns=["cell_id", "world_id", "agent", "invalid:strict", "invalid:lenient"])
+
+
+def validity_frame(records: RunRecords) -> pd.DataFrame:
+    """One row per world: whether it is valid under every (parser, validity) rule
+    pair, recomputed from the raw replies, its own rules, and a failed call's cause."""
+    from workbench.metrics.stigmergy import reparse_validity
+
+    rows = []
+    for w in records.worlds:
+        steps = records.steps.get(w["world_id"], [])
+        row: dict[str, Any] = {"cell_id": w["cell_id"], "world_id": w["world_id"], "failed": bool(w.get("failed")),
+                               "failure_cause": failure_cause((w.get("failed") or {}).get("error")),
+                               "own_parser": w["cell"]["parser"], "own_validity": w["cell"]["validity"]}
+        for parser, validity in VALIDITY_GRID:
+            row[f"valid:{parser}:{validity}"] = bool(reparse_validity(w, steps, parser, validity)["valid"])
+        rows.append(row)
+    cols = ["cell_id", "world_id", "failed", "failure_cause", "own_parser", "own_validity",
+            *(f"valid:{p}:{v}" for p, v in VALIDITY_GRID)]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def units(records: RunRecords, parser_rule: str | None = None, answer_rule: str | None = None):  # noqa: ANN201
+    """The shared-store world's units for contrasts and comparisons: worlds, paired
+    across cells by world index (world i of every cell has the same seed)."""
+    from workbench.metrics.contrasts import Units
+
+    wf = world_frame(records, parser_rule, answer_rule)
+    return Units(frame=wf, pair_on=("world_index",), metric="cross_agent_access", unit="worlds", seed="seed",
+                 references=REFERENCE_LEVELS,
+                 metrics=tuple(c for c in wf.columns if wf[c].dtype == bool and c not in ("valid", "failed",
+                                                                                           "rescored", "simulated")))
+
+
+# the level a derived contrast compares against, where the design has a control
+REFERENCE_LEVELS = {"condition": "no-store", "clauses": "both", "scheduler": "async", "parser": "strict",
+                    "answer_rule": "exact", "constrained": "false", "validity": "any-agent"}

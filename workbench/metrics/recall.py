@@ -84,7 +84,7 @@ def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "model": model_of(w), "variant": variant_of(cell), "condition": cell.get("condition"),
                 "scoring": cell.get("scoring", "exact"), "script_id": w["script"]["script_id"],
                 "domain": w["script"]["domain"], "repetition": w.get("repetition"),
-                "world_index": w.get("world_index"), "valid": bool(w.get("valid")),
+                "world_index": w.get("world_index"), "seed": w.get("seed"), "valid": bool(w.get("valid")),
                 "failed": bool(w.get("failed")),
                 "simulated": all(_simulated(a["route"]) for a in w.get("agents", []))}
         for r in w.get("recalls", []):
@@ -97,7 +97,7 @@ def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
                          "n_in_context": len(r["context"]["entry_ids"]), "own_turns": len(r["context"]["own_turns"]),
                          "answer": r.get("answer"), "ground_truth": " | ".join(r["ground_truth"])})
     cols = ["world_id", "cell_id", "cell_label", "model", "variant", "condition", "scoring", "script_id", "domain",
-            "repetition", "world_index", "valid", "failed", "simulated", "turn", "role", "route", "failure_mode",
+            "repetition", "world_index", "seed", "valid", "failed", "simulated", "turn", "role", "route", "failure_mode",
             "target_fact_id", "correct", "correct_exact", "judge_verdict", "truth_rank", "top_entry_correct",
             "n_in_context", "own_turns", "answer", "ground_truth"]
     return pd.DataFrame(rows, columns=cols)
@@ -191,6 +191,17 @@ def metric_tables(worlds: Iterable[dict[str, Any]]) -> dict[str, pd.DataFrame]:
         "worlds": world_frame(worlds),
         "recalls": f,
     }
+
+
+def units(records: Any) -> Any:
+    """The recall world's units for contrasts and comparisons: recalls, paired across
+    cells by script, repetition and turn (world i of every cell plays the same script
+    with the same agent draws)."""
+    from workbench.metrics.contrasts import Units
+
+    return Units(frame=recall_frame(records.worlds), pair_on=("script_id", "repetition", "turn"), metric="correct",
+                 unit="recalls", seed="seed", references={"condition": "naive"},
+                 metrics=("correct", "correct_exact", "top_entry_correct"))
 
 
 def _pct(k: int, n: int) -> str:

@@ -1,16 +1,24 @@
 """Tables in the shapes of the source paper, as pandas DataFrames, from the frames
-of :mod:`workbench.metrics.frames`. Rates are k/n over valid worlds with 95%
-Wilson intervals; the same over all worlds sits beside them, because an
-exclusion rule can discard a whole cell. No multiple-comparison correction."""
+of :mod:`workbench.metrics.frames`.
+
+Every table is one row per cell (``cell_id``), with the cell's label and every
+factor that varies across the run set as columns; factors that never vary are in
+``attrs["constant"]`` and shown once above the table. Nothing here groups cells
+by a subset of their factors: a table that pools cells says so in its title
+(:func:`marginal_table`). Rates are k/n over valid worlds with 95% Wilson
+intervals; the same over all worlds sits beside them, because an exclusion rule
+can discard a whole cell. No multiple-comparison correction.
+"""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import pandas as pd
 
-from workbench.stats import newcombe, wilson
+from workbench.metrics.design import Design
+from workbench.stats import wilson
 
-CELL = ["model", "condition", "clauses", "scheduler", "parser"]
+RATE_COLUMNS = ["metric", "k", "n", "k/n", "rate", "low", "high", "all"]
 
 
 def _rate(k: int, n: int) -> dict[str, object]:
@@ -18,163 +26,222 @@ def _rate(k: int, n: int) -> dict[str, object]:
     return {"k": k, "n": n, "k/n": f"{k}/{n}", "rate": (k / n) if n else float("nan"), "low": low, "high": high}
 
 
-def rate_table(frame: pd.DataFrame, metric: str, by: Iterable[str] = CELL, valid_only: bool = True,
-               count: str | None = None) -> pd.DataFrame:
+def rate_table(frame: pd.DataFrame, metric: str, by: Iterable[str] = ("cell_id",), valid_only: bool = True,
+               count: str | None = None, cells: Sequence[str] | None = None) -> pd.DataFrame:
     """k/n of a boolean (or 0/1) metric per group. ``count`` names an integer
-    column holding the number of trials per row (e.g. pair agents)."""
+    column holding the number of trials per row (e.g. pair agents). ``cells``
+    (when grouping by cell only) lists cells to keep even with no rows (0/0)."""
     by = list(by)
     rows = []
-    for key, g in frame.groupby(by, sort=True, dropna=False):
+    groups = list(frame.groupby(by, sort=False, dropna=False)) if len(frame) else []
+    for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
-        vg = g[g["valid"]] if valid_only and "valid" in g else g
-        k = int(vg[metric].astype(int).sum())
+        vg = g[g["valid"].astype(bool)] if valid_only and "valid" in g else g
+        k = int(vg[metric].fillna(False).astype(int).sum())
         n = int(vg[count].sum()) if count else len(vg)
-        rows.append({**dict(zip(by, key)), "metric": metric, **_rate(k, n),
-                     "all": f"{int(g[metric].astype(int).sum())}/{int(g[count].sum()) if count else len(g)}"})
-    return pd.DataFrame(rows)
-
-
-def coordination_table(wf: pd.DataFrame) -> pd.DataFrame:
-    """Coordinated worlds (cross-agent access) by model × condition, with the
-    strict variant, informative reads and joint success beside it."""
-    parts = []
-    for metric in ("cross_agent_access", "strict_cross_agent_access", "informative_read", "joint_success"):
-        t = rate_table(wf, metric, by=["model", "condition", "clauses"])
-        parts.append(t.set_index(["model", "condition", "clauses"])[["k/n", "low", "high", "all"]]
-                     .add_prefix(f"{metric}:"))
-    return pd.concat(parts, axis=1).reset_index()
-
-
-def joint_by_cross_read(wf: pd.DataFrame) -> pd.DataFrame:
-    """Joint success split by whether any cross-agent read happened (the paper's
-    Table 3: without cross-agent reads, joint success should be zero)."""
-    t = rate_table(wf, "joint_success", by=["model", "condition", "cross_agent_access"])
-    return t.rename(columns={"cross_agent_access": "had_cross_agent_read"})
-
-
-def attrition_table(wf_strict: pd.DataFrame, wf_lenient: pd.DataFrame) -> pd.DataFrame:
-    """Per cell: worlds, failed calls, and valid worlds under each parser rule,
-    both recomputed from the raw replies."""
-    rows = []
-    keys = ["cell_id", "cell_label", "model", "condition", "parser"]
-    lenient = wf_lenient.set_index("world_id")["valid"]
-    for key, g in wf_strict.groupby(keys, sort=True):
-        rows.append({**dict(zip(keys, key)), "worlds": len(g), "failed": int(g["failed"].sum()),
-                     "valid_strict": int(g["valid"].sum()),
-                     "valid_lenient": int(lenient.reindex(g["world_id"]).sum()),
-                     "invalid_replies_strict": int(g["invalid_replies"].sum())})
-    out = pd.DataFrame(rows)
-    out["attrition_under_own_rule"] = [
-        r.worlds - (r.valid_strict if r.parser == "strict" else r.valid_lenient) for r in out.itertuples()]
+        all_k = int(g[metric].fillna(False).astype(int).sum())
+        all_n = int(g[count].sum()) if count else len(g)
+        rows.append({**dict(zip(by, key)), "metric": metric, **_rate(k, n), "all": f"{all_k}/{all_n}"})
+    out = pd.DataFrame(rows, columns=[*by, *RATE_COLUMNS])
+    if cells is not None and by == ["cell_id"]:
+        have = set(out["cell_id"])
+        missing = [{"cell_id": c, "metric": metric, **_rate(0, 0), "all": "0/0"} for c in cells if c not in have]
+        if missing:
+            out = pd.concat([out, pd.DataFrame(missing, columns=out.columns)], ignore_index=True)
     return out
 
 
-def writes_table(wf: pd.DataFrame) -> pd.DataFrame:
+def marginal_table(frame: pd.DataFrame, metric: str, by: Sequence[str], design: Design) -> pd.DataFrame:
+    """A marginal on purpose: ``metric`` pooled over every cell that shares the
+    levels of ``by``. Its title names the factors it pools over."""
+    out = rate_table(frame, metric, by=by)
+    pooled = [f for f in design.varying if f not in by]
+    out.attrs = {"title": f"MARGINAL over {', '.join(pooled) or 'nothing'}: {metric} by {', '.join(by)} "
+                          "(pools cells that differ in those factors)", "constant": design.constant}
+    return out
+
+
+def _wide(wf: pd.DataFrame, metrics: Sequence[str], design: Design) -> pd.DataFrame:
+    """Per cell, for each metric: k/n over valid worlds, its interval and k/n over all worlds."""
+    parts = []
+    for metric in metrics:
+        t = rate_table(wf, metric, cells=design.cells).set_index("cell_id")
+        parts.append(t[["k/n", "low", "high", "all"]].add_prefix(f"{metric}:"))
+    if not parts:
+        return pd.DataFrame({"cell_id": design.cells})
+    return pd.concat(parts, axis=1).rename_axis("cell_id").reset_index()
+
+
+def coordination_table(wf: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Coordinated worlds (cross-agent access), the strict variant, informative
+    reads and joint success, per cell."""
+    t = _wide(wf, ("cross_agent_access", "strict_cross_agent_access", "informative_read", "joint_success"), design)
+    t.insert(1, "worlds", [int((wf["cell_id"] == c).sum()) if len(wf) else 0 for c in t["cell_id"]])
+    t.insert(2, "valid", [int(wf[(wf["cell_id"] == c)]["valid"].sum()) if len(wf) else 0 for c in t["cell_id"]])
+    return design.annotate(t, "Coordination per cell: k/n over valid worlds (and over all worlds)")
+
+
+def joint_by_cross_read(wf: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Joint success split by whether any cross-agent read happened (the paper's
+    Table 3: without cross-agent reads, joint success should be zero)."""
+    t = rate_table(wf, "joint_success", by=["cell_id", "cross_agent_access"])
+    t = t.rename(columns={"cross_agent_access": "had_cross_agent_read"})
+    return design.annotate(t, "Joint success per cell, with and without a cross-agent read (valid worlds)")
+
+
+def writes_table(wf: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Worlds in which a member of the interdependent pair wrote (Table 5)."""
-    return rate_table(wf, "pair_write", by=["model", "condition", "clauses"])
+    t = rate_table(wf, "pair_write", cells=design.cells)
+    return design.annotate(t, "Worlds in which a pair member wrote, per cell (valid worlds)")
 
 
-def e1_table(wf: pd.DataFrame, af: pd.DataFrame) -> pd.DataFrame:
-    """The E1 design: shared/private × both/persist-only per model, plus the
-    prepopulated arm (seeded reads by pair agents, joint success)."""
+E1_FACTORS = ("condition", "clauses")
+E1_ARMS = [("store", "both"), ("store", "persist-only"), ("private", "both"), ("private", "persist-only")]
+
+
+def e1_table(wf: pd.DataFrame, af: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """The E1 design side by side: each row holds the cells that are identical in
+    every factor but condition and clauses (shared/private × both/persist-only),
+    plus the prepopulated arm (seeded reads by pair agents, joint success). Empty
+    when no such group has two arms."""
+    others = [f for f in design.factors if f not in E1_FACTORS]
+    groups: dict[tuple[str, ...], dict[tuple[str, str], str]] = {}
+    for cid in design.cells:
+        key = tuple(str(design.frame.at[cid, f]) for f in others)
+        arm = (design.level(cid, "condition"), design.level(cid, "clauses"))
+        groups.setdefault(key, {})[arm] = cid
     rows = []
-    for model, g in wf.groupby("model", sort=True):
-        row: dict[str, object] = {"model": model}
-        for cond in ("store", "private"):
-            for clauses in ("both", "persist-only"):
-                sub = g[(g["condition"] == cond) & (g["clauses"] == clauses) & g["valid"]]
-                if len(sub) == 0:
-                    continue
-                tag = f"{'shared' if cond == 'store' else 'private'}/{clauses}"
-                row[f"{tag} access"] = f"{int(sub['cross_agent_access'].sum())}/{len(sub)}"
-                row[f"{tag} joint"] = f"{int(sub['joint_success'].sum())}/{len(sub)}"
-        pre = g[(g["condition"] == "prepopulated") & g["valid"]]
-        if len(pre):
-            pa = af[(af["model"] == model) & (af["condition"] == "prepopulated") & af["pair_member"]
-                    & af["world_valid"]]
-            row["prepopulated seeded read (agents)"] = f"{int(pa['seeded_read'].sum())}/{len(pa)}"
-            row["prepopulated joint"] = f"{int(pre['joint_success'].sum())}/{len(pre)}"
+    for key, arms in groups.items():
+        e1 = {a: c for a, c in arms.items() if a in E1_ARMS or a == ("prepopulated", "both")}
+        if len(e1) < 2 or not any(a in E1_ARMS[1:] for a in e1):
+            continue
+        row: dict[str, object] = {f: v for f, v in zip(others, key) if f in design.varying}
+        row["cells"] = ", ".join(e1.values())
+        for (cond, clauses), cid in sorted(e1.items(), key=lambda kv: [*E1_ARMS, ("prepopulated", "both")].index(kv[0])):
+            sub = wf[(wf["cell_id"] == cid) & wf["valid"]]
+            if cond == "prepopulated":
+                pa = af[(af["cell_id"] == cid) & af["pair_member"] & af["world_valid"]]
+                row["prepopulated seeded read (agents)"] = f"{int(pa['seeded_read'].sum())}/{len(pa)}"
+                row["prepopulated joint"] = f"{int(sub['joint_success'].sum())}/{len(sub)}"
+                continue
+            tag = f"{'shared' if cond == 'store' else 'private'}/{clauses}"
+            row[f"{tag} access"] = f"{int(sub['cross_agent_access'].sum())}/{len(sub)}"
+            row[f"{tag} joint"] = f"{int(sub['joint_success'].sum())}/{len(sub)}"
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs = {"title": "E1: cells identical except in condition and clauses, side by side (valid worlds)",
+                 "constant": design.constant,
+                 "empty_reason": "no cells differ only in condition × clauses (the E1 arms)"}
+    return out
 
 
-def looks_table(af: pd.DataFrame) -> pd.DataFrame:
-    """First look (a list at step 0) and second look (a list or read after the
-    partner's first write) among pair agents of valid worlds (Table 7)."""
-    pair = af[af["pair_member"] & af["world_valid"]].copy()
+def looks_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """First look (a list at step 0) and second look (a look after the partner's
+    first write, other than the first look) among pair agents of valid worlds (Table 7)."""
+    pair = af[af["pair_member"] & af["world_valid"]].copy() if len(af) else af.copy()
     pair["valid"] = True
-    pair["second_look"] = pair["second_look"].fillna(False).astype(bool)
-    first = rate_table(pair, "first_look", by=["model", "condition", "clauses"])
-    second = rate_table(pair, "second_look", by=["model", "condition", "clauses"])
-    keys = ["model", "condition", "clauses"]
-    return (first.set_index(keys)[["k/n", "low", "high"]].add_prefix("first_look:")
-            .join(second.set_index(keys)[["k/n", "low", "high"]].add_prefix("second_look:")).reset_index())
+    if len(pair):
+        pair["second_look"] = pair["second_look"].fillna(False).astype(bool)
+    parts = []
+    for metric in ("first_look", "second_look"):
+        t = rate_table(pair, metric, cells=design.cells).set_index("cell_id")
+        parts.append(t[["k/n", "low", "high"]].add_prefix(f"{metric}:"))
+    t = pd.concat(parts, axis=1).rename_axis("cell_id").reset_index()
+    return design.annotate(t, "Looks per cell: pair agents of valid worlds")
 
 
-def exposure_then_read(wf: pd.DataFrame, af: pd.DataFrame) -> pd.DataFrame:
-    """Per cell: exposed worlds, those in which an exposed agent then made a
-    cross-agent read, and how many of its steps that took (median, maximum)."""
-    keys = ["model", "condition", "clauses"]
-    exposed = wf[wf["exposure"]].copy()
-    table = rate_table(exposed, "read_after_exposure", by=keys)
-    lags = af[af["world_valid"] & af["read_after_exposure"]].groupby(keys)["steps_exposure_to_read"]
-    table = table.set_index(keys)
-    table["median_steps_to_read"] = lags.median()
-    table["max_steps_to_read"] = lags.max()
-    return table.reset_index()
+def exposure_then_read(wf: pd.DataFrame, af: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Per cell, two units side by side: valid exposed worlds and those in which an
+    exposed agent then made a cross-agent read (per world, the paper's "exposed
+    worlds with a subsequent cross-agent read"), and exposed agents and those that
+    then read (per agent), with the lag in steps (median, maximum)."""
+    exposed = wf[wf["exposure"].astype(bool)] if len(wf) else wf
+    worlds = rate_table(exposed, "exposed_then_read_world", cells=design.cells).set_index("cell_id")
+    agents_f = af[af["world_valid"] & af["exposed"].astype(bool)].copy() if len(af) else af.copy()
+    agents_f["valid"] = True
+    agents = rate_table(agents_f, "read_after_exposure", cells=design.cells).set_index("cell_id")
+    table = worlds[["k", "n", "k/n", "low", "high"]].add_prefix("worlds:")
+    table = table.join(agents[["k", "n", "k/n", "low", "high"]].add_prefix("agents:"))
+    read = af[af["world_valid"] & af["read_after_exposure"].astype(bool)] if len(af) else af
+    lags = read.groupby("cell_id")["steps_exposure_to_read"] if len(read) else None
+    table["median_steps_to_read"] = lags.median() if lags is not None else float("nan")
+    table["max_steps_to_read"] = lags.max() if lags is not None else float("nan")
+    t = table.rename_axis("cell_id").reset_index()
+    return design.annotate(t, "Exposure, then a cross-agent read, per cell: exposed worlds that then saw a read "
+                              "(per world) and exposed agents that then read (per agent); valid worlds")
 
 
 def exposure_lags(af: pd.DataFrame) -> pd.DataFrame:
     """One row per exposed agent that later read across agents: its lag in steps
     (the distribution behind the exposure-then-read plot)."""
-    rows = af[af["world_valid"] & af["read_after_exposure"]]
-    return rows[["model", "condition", "clauses", "world_id", "agent", "role", "steps_exposure_to_read"]]
+    cols = ["cell_id", "cell_label", "world_id", "agent", "role", "steps_exposure_to_read"]
+    if not len(af):
+        return pd.DataFrame(columns=cols)
+    rows = af[af["world_valid"] & af["read_after_exposure"].astype(bool)]
+    return rows[cols]
 
 
-def text_signal_table(af: pd.DataFrame) -> pd.DataFrame:
+def text_signal_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Among pair agents that made a cross-agent read: how many mention another
-    party in their text, and how many did so before seeing any other's entry."""
+    party in their text, and how many did so in a reply written before they were
+    shown any other agent's entry."""
     rows = []
-    keys = ["model", "condition", "clauses"]
-    pair = af[af["pair_member"] & af["world_valid"] & af["cross_agent_read"]]
-    for key, g in pair.groupby(keys, sort=True):
-        rows.append({**dict(zip(keys, key)), "readers": len(g), "mention": int(g["mentions_other"].sum()),
-                     "mention_before_exposure": int(g["mention_before_exposure"].sum())})
-    return pd.DataFrame(rows)
+    pair = af[af["pair_member"] & af["world_valid"] & af["cross_agent_read"]] if len(af) else af
+    for cid in design.cells:
+        g = pair[pair["cell_id"] == cid] if len(pair) else pair
+        rows.append({"cell_id": cid, "readers": len(g), "mention": int(g["mentions_other"].sum()) if len(g) else 0,
+                     "mention_before_exposure": int(g["mention_before_exposure"].sum()) if len(g) else 0})
+    return design.annotate(pd.DataFrame(rows, columns=["cell_id", "readers", "mention", "mention_before_exposure"]),
+                           "Post-hoc text signal per cell: pair agents with a cross-agent read (valid worlds)")
 
 
-def compare_run_sets(wf_a: pd.DataFrame, wf_b: pd.DataFrame, metric: str = "cross_agent_access",
-                     key: str = "cell_label", names: tuple[str, str] = ("A", "B")) -> pd.DataFrame:
-    """Cell by cell comparison of two run sets of the same design (two
-    implementations, two phases): k/n in each and the difference with a Newcombe
-    interval. Cells are matched by ``key`` (the cell label by default)."""
-    ta = rate_table(wf_a, metric, by=[key]).set_index(key)
-    tb = rate_table(wf_b, metric, by=[key]).set_index(key)
+def attrition_table(worlds: pd.DataFrame, replies: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Per cell: worlds, failed calls by cause, valid worlds under each parser rule
+    and each validity rule (all recomputed from the raw replies), and invalid
+    replies by shape under each parser rule. ``worlds`` is
+    :func:`workbench.metrics.frames.validity_frame`, ``replies`` is
+    :func:`workbench.metrics.frames.reply_frame`."""
+    from workbench.metrics.frames import INVALID_SHAPES, VALIDITY_GRID
+
     rows = []
-    for cell in sorted(set(ta.index) | set(tb.index)):
-        a = ta.loc[cell] if cell in ta.index else None
-        b = tb.loc[cell] if cell in tb.index else None
-        row: dict[str, object] = {key: cell, f"{names[0]} k/n": a["k/n"] if a is not None else "—",
-                                  f"{names[1]} k/n": b["k/n"] if b is not None else "—"}
-        if a is not None and b is not None:
-            d, low, high = newcombe(int(b["k"]), int(b["n"]), int(a["k"]), int(a["n"]))
-            row.update({"difference (B−A)": d, "low": low, "high": high,
-                        "estimable": bool(a["n"]) and bool(b["n"])})
+    for cid in design.cells:
+        g = worlds[worlds["cell_id"] == cid] if len(worlds) else worlds
+        r = replies[replies["cell_id"] == cid] if len(replies) else replies
+        own = g["own_parser"].iloc[0] if len(g) else None
+        causes = g["failure_cause"].dropna().value_counts() if len(g) else pd.Series(dtype=int)
+        row: dict[str, object] = {"cell_id": cid, "worlds": len(g), "failed": int(g["failed"].sum()) if len(g) else 0,
+                                  "failure causes": "; ".join(f"{c}: {n}" for c, n in causes.items()) or "—"}
+        for parser, validity in VALIDITY_GRID:
+            row[f"valid ({parser}, {validity})"] = int(g[f"valid:{parser}:{validity}"].sum()) if len(g) else 0
+        own_validity = g["own_validity"].iloc[0] if len(g) else None
+        row["valid strict"] = int(row.get(f"valid (strict, {own_validity})", 0))  # under the cell's validity rule
+        row["valid lenient"] = int(row.get(f"valid (lenient, {own_validity})", 0))
+        row["lost under own rules"] = (len(g) - int(row[f"valid ({own}, {own_validity})"])) if len(g) else 0
+        for parser in ("strict", "lenient"):
+            shapes = r[f"invalid:{parser}"].dropna().value_counts() if len(r) else pd.Series(dtype=int)
+            row[f"invalid replies ({parser})"] = int(shapes.sum())
+            for shape in INVALID_SHAPES:
+                row[f"{parser}: {shape}"] = int(shapes.get(shape, 0))
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = design.annotate(pd.DataFrame(rows), "Attrition per cell: failed calls by cause, worlds valid under each "
+                                              "(parser, validity) rule, invalid replies by shape under each parser rule")
+    # shown only where some cell has one (a CSV keeps them all)
+    out.attrs["sparse"] = [f"{p}: {shape}" for p in ("strict", "lenient") for shape in INVALID_SHAPES]
+    return out
 
 
-def rescore_table(frames: dict[str, pd.DataFrame], metrics: Iterable[str] = ("cross_agent_access", "joint_success")
-                  ) -> pd.DataFrame:
+def rescore_table(frames: dict[str, pd.DataFrame], design: Design,
+                  metrics: Iterable[str] = ("cross_agent_access", "joint_success")) -> pd.DataFrame:
     """The same cells under several (parser, answer) rule pairs, side by side:
     ``frames`` maps a label such as "recorded" or "strict/exact" to a world frame."""
     parts = []
     for label, wf in frames.items():
         cols = {}
         for metric in metrics:
-            t = rate_table(wf, metric, by=["cell_label"]).set_index("cell_label")
-            cols[f"{label}: {metric}"] = t["k/n"]
-        cols[f"{label}: valid"] = wf.groupby("cell_label")["valid"].sum().astype(int).astype(str) + "/" + \
-            wf.groupby("cell_label")["valid"].size().astype(str)
+            cols[f"{label}: {metric}"] = rate_table(wf, metric, cells=design.cells).set_index("cell_id")["k/n"]
+        valid = rate_table(wf, "valid", valid_only=False, cells=design.cells).set_index("cell_id")["k/n"]
+        cols[f"{label}: valid"] = valid
         parts.append(pd.DataFrame(cols))
-    return pd.concat(parts, axis=1).reset_index()
+    t = pd.concat(parts, axis=1).rename_axis("cell_id").reset_index() if parts else pd.DataFrame({"cell_id": []})
+    return design.annotate(t, "Re-scoring: each cell under other parser and answer rules (k/n over the worlds "
+                              "valid under that rule)")

@@ -6,14 +6,14 @@ Everything a model or the store wrote is escaped where it enters HTML
 (:mod:`workbench.views.escape`)."""
 from workbench.views.cells import attrition_figure, e1_interaction_figure, exposure_then_read_figure
 from workbench.views.escape import esc_html, esc_plot
-from workbench.views.forest import cell_differences, forest_figure
+from workbench.views.forest import forest_figure
 from workbench.views.store import store_at_step, store_slider
-from workbench.views.styled import per_model_table, rate_styler
+from workbench.views.styled import per_cell_table, per_model_table, rate_styler
 from workbench.views.timeline import step_timeline
 from workbench.views.transcript import transcript_html, transcripts_html
 
 __all__ = [
-    "attrition_figure", "cell_differences", "e1_interaction_figure", "esc_html", "esc_plot",
-    "exposure_then_read_figure", "forest_figure", "per_model_table", "rate_styler", "step_timeline",
+    "attrition_figure", "e1_interaction_figure", "esc_html", "esc_plot",
+    "exposure_then_read_figure", "forest_figure", "per_cell_table", "per_model_table", "rate_styler", "step_timeline",
     "store_at_step", "store_slider", "transcript_html", "transcripts_html",
 ]

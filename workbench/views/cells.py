@@ -6,20 +6,21 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from workbench.metrics.design import Design, short
 from workbench.metrics.tables import exposure_lags, exposure_then_read, rate_table
 from workbench.views.escape import esc_plot
 from workbench.views.styled import is_simulated
 
-CELL_KEYS = ["model", "condition", "clauses"]
 E1_CLAUSES = ["both", "persist-only"]
 E1_CONDITIONS = {"store": "shared", "private": "private"}
 
 
-def cell_label(row: pd.Series | dict, keys: list[str] = CELL_KEYS) -> str:
-    """"model · condition · clauses", escaped for plotly, simulated models tagged."""
-    model = row["model"]
-    parts = [f"{model} (simulated)" if is_simulated(model) else str(model)] + [str(row[k]) for k in keys[1:]]
-    return esc_plot(" · ".join(parts))
+def cell_label(design: Design, cell_id: str) -> str:
+    """A cell's label for a figure, escaped for plotly, simulated models tagged."""
+    label = design.label(cell_id)
+    model = design.frame.at[cell_id, "model"] if "model" in design.frame.columns and cell_id in design.frame.index \
+        else ""
+    return esc_plot(f"{label} (simulated)" if is_simulated(model) and "simulated" not in label else label)
 
 
 def _empty(title: str, message: str) -> go.Figure:
@@ -29,62 +30,78 @@ def _empty(title: str, message: str) -> go.Figure:
     return fig
 
 
-def exposure_then_read_figure(wf: pd.DataFrame, af: pd.DataFrame) -> go.Figure:
-    """Per cell (model · condition · clauses): valid exposed worlds and those in
-    which an exposed agent then made a cross-agent read (bars, from
-    :func:`exposure_then_read`), and below, the steps from exposure to read of
-    every such agent (box with points, from :func:`exposure_lags`)."""
+def exposure_then_read_figure(wf: pd.DataFrame, af: pd.DataFrame, design: Design) -> go.Figure:
+    """Per cell: valid exposed worlds and those in which an exposed agent then made a
+    cross-agent read (bars, from :func:`exposure_then_read`), and below, the steps
+    from exposure to read of every such agent (box with points, from
+    :func:`exposure_lags`). Cells with no exposure are left out and named."""
     title = "Exposure, then a cross-agent read"
     if not len(wf) or not wf["exposure"].astype(bool).any():
         return _empty(title, "no world had an exposure (no list showed another agent's entry)")
-    table = exposure_then_read(wf, af)
-    labels = [cell_label(r) for _, r in table.iterrows()]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.55, 0.45],
-                        subplot_titles=("exposed worlds and those followed by a cross-agent read (valid worlds)",
+    table = exposure_then_read(wf, af, design)
+    none = table[table["worlds:n"] == 0]
+    table = table[table["worlds:n"] > 0]
+    labels = [cell_label(design, c) for c in table["cell_id"]]
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12, row_heights=[0.55, 0.45],
+                        subplot_titles=("exposed worlds, and those followed by a cross-agent read (valid worlds)",
                                         "steps from first exposure to the cross-agent read (per agent)"))
-    fig.add_trace(go.Bar(x=labels, y=table["n"].tolist(), name="exposed worlds", marker_color="#c6dbef",
-                         text=[str(int(n)) for n in table["n"]], textposition="outside", meta="exposed",
+    fig.add_trace(go.Bar(x=labels, y=table["worlds:n"].tolist(), name="exposed worlds", marker_color="#c6dbef",
+                         text=[str(int(n)) for n in table["worlds:n"]], textposition="outside", meta="exposed",
                          hovertemplate="%{x}<br>exposed worlds: %{y}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(x=labels, y=table["k"].tolist(), name="followed by a cross-agent read",
+    fig.add_trace(go.Bar(x=labels, y=table["worlds:k"].tolist(), name="followed by a cross-agent read",
                          marker_color="#2171b5", meta="read_after",
-                         text=[f"{int(k)}/{int(n)}" for k, n in zip(table["k"], table["n"])],
+                         text=[f"{int(k)}/{int(n)}" for k, n in zip(table["worlds:k"], table["worlds:n"])],
                          textposition="outside",
                          hovertemplate="%{x}<br>read after exposure: %{y}<extra></extra>"), row=1, col=1)
     lags = exposure_lags(af)
-    lag_x = [cell_label(r) for _, r in lags.iterrows()]
+    lag_x = [cell_label(design, c) for c in lags["cell_id"]]
     fig.add_trace(go.Box(x=lag_x, y=lags["steps_exposure_to_read"].astype(float).tolist(),
                          name="steps exposure → read", boxpoints="all", jitter=0.4, pointpos=0,
                          marker_color="#6a51a3", meta="lags", showlegend=True,
                          hovertemplate="%{x}<br>%{y} steps<extra></extra>"), row=2, col=1)
-    fig.update_layout(title={"text": title}, barmode="group", template="plotly_white",
-                      height=560, legend={"orientation": "h", "y": 1.12})
+    note = ""
+    if len(none):
+        note = "<br><sup>no exposure in: " + esc_plot(", ".join(design.label(c) for c in none["cell_id"]), 300) + "</sup>"
+    fig.update_layout(title={"text": title + note}, barmode="group", template="plotly_white",
+                      height=600, legend={"orientation": "h", "y": -0.25}, margin={"t": 110})
     fig.update_xaxes(categoryorder="array", categoryarray=labels)
     fig.update_yaxes(title_text="worlds", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="agent steps", rangemode="tozero", row=2, col=1)
     return fig
 
 
-def e1_interaction_figure(wf: pd.DataFrame, metric: str = "cross_agent_access") -> go.Figure:
-    """E1's 2×2: x = clauses (both, persist-only), one line per (model, shared or
-    private), rate over valid worlds with 95% Wilson error bars."""
+def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross_agent_access") -> go.Figure:
+    """E1's 2×2: x = clauses (both, persist-only), one line per group of cells
+    identical in every other factor and per shared or private, rate over valid
+    worlds with 95% Wilson error bars. Only cells that differ in condition and
+    clauses alone share a line."""
     title = f"E1 interaction: {esc_plot(metric)} by clauses (valid worlds, 95% Wilson)"
-    sub = wf[wf["condition"].isin(list(E1_CONDITIONS)) & wf["clauses"].isin(E1_CLAUSES)] if len(wf) else wf
-    if not len(sub):
-        return _empty(title, "no shared or private worlds with clauses both / persist-only")
-    table = rate_table(sub, metric, by=["model", "condition", "clauses"])
+    cells = [c for c in design.cells if design.level(c, "condition") in E1_CONDITIONS
+             and design.level(c, "clauses") in E1_CLAUSES] if "condition" in design.factors else []
+    if not cells:
+        return _empty(title, "no shared or private cells with clauses both / persist-only")
+    table = rate_table(wf[wf["cell_id"].isin(cells)], metric, cells=cells).set_index("cell_id")
+    others = [f for f in design.varying if f not in ("condition", "clauses")]
+    lines: dict[tuple[str, ...], list[str]] = {}
+    for c in cells:
+        lines.setdefault((*(str(design.frame.at[c, f]) for f in others), design.level(c, "condition")), []).append(c)
     fig = go.Figure()
-    for (model, cond), g in table.groupby(["model", "condition"], sort=True):
-        g = g.set_index("clauses").reindex([c for c in E1_CLAUSES if c in set(g["clauses"])])
+    for key, members in lines.items():
+        cond = key[-1]
+        g = table.loc[members].assign(clauses=[design.level(c, "clauses") for c in members]).set_index("clauses")
+        g = g.reindex([c for c in E1_CLAUSES if c in set(g.index)])
         rate = g["rate"].astype(float)
-        name = f"{model}{' (simulated)' if is_simulated(model) else ''} · {E1_CONDITIONS[cond]}"
+        rest = " · ".join(f"{f}={short(v)}" for f, v in zip(others, key[:-1]))
+        model = str(design.frame.at[members[0], "model"]) if "model" in design.frame.columns else ""
+        name = f"{rest or 'all cells'}{' (simulated)' if is_simulated(model) else ''} · {E1_CONDITIONS[cond]}"
         fig.add_trace(go.Scatter(
             x=list(g.index), y=rate.tolist(), mode="lines+markers", name=esc_plot(name),
-            line={"dash": "solid" if cond == "store" else "dash"}, meta=[str(model), str(cond)],
+            line={"dash": "solid" if cond == "store" else "dash"}, meta=[*key],
             error_y={"type": "data", "symmetric": False, "array": (g["high"].astype(float) - rate).tolist(),
                      "arrayminus": (rate - g["low"].astype(float)).tolist()},
             customdata=g["k/n"].tolist(),
             hovertemplate="%{x}: %{y:.0%} (%{customdata})<extra>%{fullData.name}</extra>"))
-    fig.update_layout(title={"text": title}, template="plotly_white", height=420,
+    fig.update_layout(title={"text": title}, template="plotly_white", height=440,
                       xaxis={"title": {"text": "clauses"}, "categoryorder": "array", "categoryarray": E1_CLAUSES},
                       yaxis={"title": {"text": "rate"}, "range": [-0.02, 1.02], "tickformat": ".0%"})
     return fig
@@ -103,8 +120,8 @@ def attrition_parts(attrition: pd.DataFrame) -> pd.DataFrame:
     a strictly valid reply is leniently valid too, and a failed world is invalid
     under both rules."""
     a = attrition
-    valid_both = a["valid_strict"].clip(lower=0)
-    strict_only = (a["valid_lenient"] - a["valid_strict"]).clip(lower=0)
+    valid_both = a["valid strict"].clip(lower=0)
+    strict_only = (a["valid lenient"] - a["valid strict"]).clip(lower=0)
     failed = a["failed"].clip(lower=0)
     both_bad = (a["worlds"] - valid_both - strict_only - failed).clip(lower=0)
     return pd.DataFrame({ATTRITION_PARTS[0][0]: valid_both, ATTRITION_PARTS[1][0]: strict_only,
@@ -118,11 +135,11 @@ def attrition_figure(attrition: pd.DataFrame) -> go.Figure:
     if not len(attrition):
         return _empty(title, "no worlds")
     parts = attrition_parts(attrition)
-    labels = [esc_plot(f"{r['cell_label']} [own rule: {r['parser']}]") for _, r in attrition.iterrows()]
+    labels = [esc_plot(str(r["cell_label"])) for _, r in attrition.iterrows()]
     fig = go.Figure()
     for name, colour in ATTRITION_PARTS:
         fig.add_trace(go.Bar(x=labels, y=parts[name].astype(int).tolist(), name=name, marker_color=colour,
                              hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
     fig.update_layout(title={"text": title}, barmode="stack", template="plotly_white", height=460,
-                      yaxis={"title": {"text": "worlds"}}, legend={"orientation": "h", "y": 1.1})
+                      yaxis={"title": {"text": "worlds"}}, legend={"orientation": "h", "y": -0.3})
     return fig

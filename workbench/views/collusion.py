@@ -91,7 +91,7 @@ def differences_figure(diffs: pd.DataFrame, title: str | None = None) -> go.Figu
     """Forest plot of each cell minus the main cell (``differences_table``), Newcombe 95%."""
     from workbench.views.forest import forest_figure
 
-    return forest_figure(diffs, key="cell", title=title or "Ever colluded: cell − main cell, 95% Newcombe intervals")
+    return forest_figure(diffs, label="cell", title=title or "Ever colluded: cell − main cell, 95% Newcombe intervals")
 
 
 # -- tables ------------------------------------------------------------------------------
@@ -370,7 +370,7 @@ class CollusionReport(RunReport):
         display(plain_styler(table.drop(columns=["estimable"])))
         from workbench.views.forest import forest_figure
 
-        return forest_figure(table, key="cell", title="Ever colluded: B − A per cell, 95% Newcombe intervals")
+        return forest_figure(table, label="cell", title="Ever colluded: B − A per cell, 95% Newcombe intervals")
 
     # example trajectories
     def example_world_ids(self) -> list[str]:

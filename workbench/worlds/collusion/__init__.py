@@ -95,5 +95,12 @@ def describe_world(records: Any, world_id: str, out: TextIO, full: bool = False)
     _dw(records, world_id, out, full)
 
 
+def contrast_units(records: Any) -> Any:
+    """Trajectories, paired across cells by episode sequence."""
+    from workbench.metrics.collusion import units
+
+    return units(records)
+
+
 __all__ = ["AGENTS", "NAME", "CellSpec", "CollusionWorld", "WorldOutcome", "routes", "template_root", "run_world",
-           "check_cell", "design_files", "world_metrics", "summary_text", "metric_tables", "describe_world"]
+           "check_cell", "design_files", "world_metrics", "summary_text", "metric_tables", "describe_world", "contrast_units"]

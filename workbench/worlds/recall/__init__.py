@@ -92,3 +92,10 @@ def simulated_profiles() -> dict[str, str]:
     out = {f"sim-recall/{p.name}": p.description for p in PROFILES.values()}
     out["sim-recall/judge"] = "simulated judge: dates, amounts and numbers with units in any common format"
     return out
+
+
+def contrast_units(records: Any) -> Any:
+    """Recalls, paired across cells by script, repetition and turn."""
+    from workbench.metrics.recall import units
+
+    return units(records)

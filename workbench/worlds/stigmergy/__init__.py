@@ -36,3 +36,10 @@ def world_metrics(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[st
     from workbench.metrics.stigmergy import world_row
 
     return world_row(world, steps)
+
+
+def contrast_units(records: Any) -> Any:
+    """Worlds, paired across cells by world index (see :mod:`workbench.metrics.contrasts`)."""
+    from workbench.metrics.frames import units
+
+    return units(records)

@@ -65,6 +65,10 @@ class StigmergyCell(BaseModel):
     def describe(self) -> str:
         if self.label:
             return self.label
+        from workbench.metrics.design import non_default_parts
+
+        # the routes and the condition, then every other field that differs from its default,
+        # so that two cells never share a label (a cell is its full design)
         routes = sorted({self.route_for(r) for r in ROLES})
-        parts = ["+".join(routes), self.condition, self.clauses, self.scheduler, self.parser]
-        return " · ".join(parts + (["constrained"] if self.constrained else []))
+        return " · ".join(["+".join(routes), self.condition,
+                           *non_default_parts(self, skip=("model", "condition"))])
