@@ -50,6 +50,8 @@ def table_html(table: pd.DataFrame, definitions: dict[str, str] | None = None) -
         head.append(f"<p><small>Scored under: {e(str(table.attrs['rules']))}</small></p>")
     sparse = [c for c in table.attrs.get("sparse") or () if c in table and not table[c].astype(bool).any()]
     table = table.drop(columns=sparse)
+    if table.attrs.get("brief"):
+        table = table[[c for c in table.attrs["brief"] if c in table.columns]]
     if table.empty:
         body = f"<p><i>Empty: {e(str(table.attrs.get('empty_reason') or 'no rows in this run set'))}.</i></p>"
     else:

@@ -181,8 +181,13 @@ def contrast_table(units: Units, design: Design, specs: Iterable[ContrastSpec] |
                           f"k/n over valid {units.unit}; Newcombe 95% intervals; exact McNemar over {units.unit} paired by "
                           f"{', '.join(units.pair_on)}; " + ("Holm-adjusted p beside the raw p" if holm else NO_CORRECTION),
                  "metric": metric, "unit": units.unit, "constant": design.constant,
-                 "empty_reason": _empty_reason(design, specs)}
+                 "empty_reason": _empty_reason(design, specs), "brief": BRIEF}
     return out
+
+
+# what a report shows of a contrast row (the CSV keeps every column)
+BRIEF = ["contrast", "A", "B", "held fixed", "A k/n", "B k/n", DIFF, "low", "high", "pairs", "only A", "only B", P,
+         P_HOLM, "lost pairs", "lost pair keys"]
 
 
 def _empty_reason(design: Design, specs: Sequence[ContrastSpec]) -> str:

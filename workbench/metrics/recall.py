@@ -19,9 +19,12 @@ import pandas as pd
 from workbench.stats import mcnemar_paired, newcombe, wilson
 
 MODES = ("belief_asymmetry", "authority_collapse", "memory_anchoring")
-_DEFAULTS = {"alpha": None, "beta": None, "gamma": None, "invalidation": None, "k": 3, "embedder": "lexical",
-             "scoring": "exact", "script_ids": None, "domains": None, "scripts": "recall/scripts",
-             "conflict_similarity": 0.8}
+# every cell field but model, condition and label, at its default (RecallCell's):
+# a field left out here would let tables pool cells that differ in it
+_DEFAULTS = {"agents": {}, "alpha": None, "beta": None, "gamma": None, "invalidation": None, "k": 3,
+             "embedder": "lexical", "scoring": "exact", "script_ids": None, "domains": None,
+             "scripts": "recall/scripts", "conflict_similarity": 0.8, "judge": "sim-recall/judge", "sampling": {},
+             "judge_sampling": {"temperature": 0}, "prompts": "prompts/recall"}
 
 
 def _simulated(route: str) -> bool:
@@ -69,7 +72,8 @@ def variant_of(cell: dict[str, Any]) -> str:
     parts = []
     for key, default in _DEFAULTS.items():
         if key in cell and cell[key] != default:
-            parts.append(f"{key}={json.dumps(cell[key]) if isinstance(cell[key], list) else cell[key]}")
+            value = cell[key]
+            parts.append(f"{key}={json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value}")
     return "; ".join(parts)
 
 
