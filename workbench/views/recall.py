@@ -259,7 +259,8 @@ class RecallReport(RunReport):
         fmt = {c: "{:.1%}" for c in ("rate", "low", "high", "diff") if c in t.columns}
         if "p_mcnemar" in t.columns:
             fmt["p_mcnemar"] = "{:.3g}"
-        return t.style.format(fmt, na_rep="—").hide(axis="index")
+        # escaped: a variant can carry scripted replies, a recall frame model answers
+        return t.style.format(fmt, na_rep="—", escape="html").format_index(escape="html", axis=1).hide(axis="index")
 
     def accuracy_figure(self) -> go.Figure:
         return accuracy_figure(self.frame)
@@ -299,7 +300,8 @@ class RecallReport(RunReport):
         t = pd.DataFrame(rows)
         if t.empty:
             return HTML("<p><i>The two run sets share no model × condition × failure mode.</i></p>")
-        return t.style.format({c: "{:.1%}" for c in ("diff", "low", "high")}, na_rep="—").hide(axis="index")
+        return (t.style.format({c: "{:.1%}" for c in ("diff", "low", "high")}, na_rep="—", escape="html")
+                .format_index(escape="html", axis=1).hide(axis="index"))
 
     def differences(self, reference: str | None = None) -> pd.DataFrame:
         return condition_differences(self.frame, reference)
