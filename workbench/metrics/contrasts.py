@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from workbench.metrics.design import UNSET, Design, in_group
+from workbench.metrics.design import UNSET, Design, in_group, level_text
 from workbench.stats import holm_adjust, mcnemar_paired, newcombe, wilson
 
 DIFF = "difference (B−A)"  # the column name views.forest.forest_figure reads
@@ -61,8 +61,6 @@ class ContrastSpec:
 
     @classmethod
     def from_mapping(cls, body: Mapping[str, Any]) -> "ContrastSpec":
-        from workbench.metrics.design import level_text
-
         levels = body.get("levels")
         return cls(name=str(body.get("name") or body["factor"]), factor=str(body["factor"]),
                    levels=tuple(level_text(v) for v in levels) if levels else None)

@@ -114,8 +114,10 @@ class CollusionCell(BaseModel):
     def describe(self) -> str:
         if self.label:
             return self.label
-        from workbench.metrics.design import non_default_parts
-
-        # the routes, then every field that differs from its default: no two cells share a label
         routes = sorted({self.route_for(s) for s in AGENTS})
-        return " · ".join(["+".join(routes), *non_default_parts(self, skip=("model",))])
+        parts = ["+".join(routes), self.reward_type, self.reward_scope, f"memory {self.memory_scope}"]
+        if self.controlled != "none":
+            parts.append(f"controlled {self.controlled}")
+        if self.warmup:
+            parts.append(f"warm-up {self.warmup}")
+        return " · ".join(parts)

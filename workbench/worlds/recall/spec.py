@@ -128,9 +128,16 @@ class RecallCell(BaseModel):
     def describe(self) -> str:
         if self.label:
             return self.label
-        from workbench.metrics.design import non_default_parts
-
-        # the agents' routes and the condition, then every other field that differs from its
-        # default: no two cells share a label
-        return " · ".join(["+".join(sorted(self.agent_routes())), self.condition,
-                           *non_default_parts(self, skip=("model", "condition"))])
+        parts = ["+".join(sorted(self.agent_routes())), self.condition]
+        a, b, g = self.weights()
+        if (self.alpha, self.beta, self.gamma) != (None, None, None):
+            parts.append(f"w={a:g}/{b:g}/{g:g}")
+        if self.invalidation is not None:
+            parts.append("invalidation" if self.invalidation else "no-invalidation")
+        if self.k != 3:
+            parts.append(f"k={self.k}")
+        if self.embedder != "lexical":
+            parts.append(self.embedder)
+        if self.scoring == "judge":
+            parts.append(f"judge={self.judge}")
+        return " · ".join(parts)

@@ -5,6 +5,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
+
 from workbench.worlds.stigmergy.tasks import ROLES
 
 Condition = Literal["store", "no-store", "private", "prepopulated", "authored", "namespaced"]
@@ -65,8 +67,6 @@ class StigmergyCell(BaseModel):
     def describe(self) -> str:
         if self.label:
             return self.label
-        from workbench.metrics.design import non_default_parts
-
         # the routes and the condition, then every other field that differs from its default,
         # so that two cells never share a label (a cell is its full design)
         routes = sorted({self.route_for(r) for r in ROLES})
