@@ -270,3 +270,15 @@ def test_compare_works_for_the_recall_and_collusion_kinds(tmp_path, capsys):
     assert (t["status"] == "matched").all() and (t["pairs"] == 2).all() and (t["p (exact McNemar)"] == 1.0).all()
     assert main(["compare", str(tmp_path / "c"), str(runs["r3"])]) == 2  # two kinds: refused, with the reason
     assert "compare run sets of one world kind" in capsys.readouterr().err
+
+
+def test_every_kind_s_default_label_names_each_field_that_differs_from_its_default():
+    from workbench.worlds.collusion.spec import CollusionCell
+    from workbench.worlds.recall.spec import RecallCell
+
+    r = RecallCell(condition="lightweight", k=5, sampling={"temperature": 0.7}).describe()
+    assert r == "sim-recall/trusting · lightweight · k=5 · sampling.temperature=0.7"
+    assert RecallCell(prompts="reworded").describe() != RecallCell().describe()
+    c = CollusionCell(model="sim-collusion/pragmatic", episodes=4, sampling={"temperature": 0.2})
+    assert "episodes=4" in c.describe() and "sampling.temperature=0.2" in c.describe()
+    assert CollusionCell(model="sim-collusion/pragmatic").describe() == "sim-collusion/pragmatic"

@@ -10,6 +10,8 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
+
 from workbench.worlds.collusion.spans import POLICIES, THROTTLES, episode_values
 
 AGENTS: tuple[str, ...] = ("alice", "bob")
@@ -114,10 +116,6 @@ class CollusionCell(BaseModel):
     def describe(self) -> str:
         if self.label:
             return self.label
+        # the routes, then every field that differs from its default: no two cells share a label
         routes = sorted({self.route_for(s) for s in AGENTS})
-        parts = ["+".join(routes), self.reward_type, self.reward_scope, f"memory {self.memory_scope}"]
-        if self.controlled != "none":
-            parts.append(f"controlled {self.controlled}")
-        if self.warmup:
-            parts.append(f"warm-up {self.warmup}")
-        return " · ".join(parts)
+        return " · ".join(["+".join(routes), *non_default_parts(self, skip=("model",))])

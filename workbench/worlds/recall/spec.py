@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
+
 Condition = Literal["baseline", "naive", "lightweight", "lightweight-invalidation", "authors-shown", "namespaced"]
 CONDITIONS: tuple[str, ...] = Condition.__args__  # type: ignore[attr-defined]
 
@@ -128,16 +130,7 @@ class RecallCell(BaseModel):
     def describe(self) -> str:
         if self.label:
             return self.label
-        parts = ["+".join(sorted(self.agent_routes())), self.condition]
-        a, b, g = self.weights()
-        if (self.alpha, self.beta, self.gamma) != (None, None, None):
-            parts.append(f"w={a:g}/{b:g}/{g:g}")
-        if self.invalidation is not None:
-            parts.append("invalidation" if self.invalidation else "no-invalidation")
-        if self.k != 3:
-            parts.append(f"k={self.k}")
-        if self.embedder != "lexical":
-            parts.append(self.embedder)
-        if self.scoring == "judge":
-            parts.append(f"judge={self.judge}")
-        return " · ".join(parts)
+        # the agents' routes and the condition, then every other field that differs from its
+        # default: no two cells share a label
+        return " · ".join(["+".join(sorted(self.agent_routes())), self.condition,
+                           *non_default_parts(self, skip=("model", "condition"))])
