@@ -41,6 +41,7 @@ class Action:
     usage: tuple[int, int] | None = None  # (prompt_tokens, completion_tokens); derived when None
     echo_auth: bool = False  # put the Authorization header into the error message, as some providers do
     tool_calls: list[tuple[str, dict[str, Any] | str]] | None = None  # (name, arguments) native tool calls
+    reset: bool = False  # close the connection without an answer (a connection reset)
 
 
 def ok(text: str | None = None, **kw: Any) -> Action:
@@ -58,6 +59,45 @@ def slow(seconds: float, text: str | None = None) -> Action:
 
 def malformed() -> Action:
     return Action(200, malformed=True)
+
+
+def reset() -> Action:
+    return Action(200, reset=True)
+
+
+class Faults:
+    """A responder that fails a share of requests, drawn from a seeded RNG, with the
+    faults a provider really has: 429 with Retry-After, 500, 503, a reply slower than
+    the client's timeout, a connection reset, a malformed body. Everything else is
+    answered by ``then(body)``. ``log`` counts the faults served, by kind."""
+
+    KINDS = ("429", "500", "503", "timeout", "reset", "malformed")
+
+    def __init__(self, then: Callable[[dict[str, Any]], str | Action], rate: float = 0.3, seed: int = 0,
+                 timeout_sleep_s: float = 1.5, kinds: tuple[str, ...] = KINDS) -> None:
+        import random
+
+        self.then, self.rate, self.timeout_sleep_s, self.kinds = then, rate, timeout_sleep_s, kinds
+        self.rng = random.Random(seed)
+        self.log: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any]) -> str | Action:
+        with self.lock:
+            kind = self.rng.choice(self.kinds) if self.rng.random() < self.rate else None
+            if kind:
+                self.log[kind] = self.log.get(kind, 0) + 1
+        if kind is None:
+            return self.then(body)
+        if kind == "429":
+            return status(429, retry_after="0.05", message="rate limited")
+        if kind in ("500", "503"):
+            return status(int(kind), message="server fault")
+        if kind == "timeout":
+            return slow(self.timeout_sleep_s)
+        if kind == "reset":
+            return reset()
+        return malformed()
 
 
 class FakeOpenAI:
@@ -116,7 +156,8 @@ class FakeOpenAI:
                 except ValueError:
                     body = {"_unparseable": raw[:200].decode("utf-8", "replace")}
                 with server.lock:
-                    server.requests.append({"t": time.monotonic(), "body": body, "path": self.path})
+                    server.requests.append({"t": time.monotonic(), "body": body, "path": self.path,
+                                            "request_id": self.headers.get("X-Client-Request-Id")})
                     if self.headers.get("Authorization"):
                         server.auth_seen += 1
                     action = server.actions.popleft() if server.actions else None
@@ -128,6 +169,14 @@ class FakeOpenAI:
                     time.sleep(server.delay_s)
                 if action.sleep_s:
                     time.sleep(action.sleep_s)
+                if action.reset:
+                    self.close_connection = True
+                    try:
+                        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    return
                 if action.status != 200:
                     msg = action.error_message
                     if action.echo_auth:
@@ -180,6 +229,9 @@ class FakeOpenAI:
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             request_queue_size = 512
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                return  # a reset fault or a client that gave up: expected here, not worth a traceback
 
         self._httpd = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)

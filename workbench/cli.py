@@ -69,7 +69,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cells = [c for c in args.cells.split(",") if c] if args.cells else None
     try:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
-                            progress=not args.no_progress, max_worlds=args.max_worlds, lock=lock)
+                            progress=not args.no_progress, max_worlds=args.max_worlds, lock=lock,
+                            retry_failed=not args.no_retry_failed)
     except KeyboardInterrupt:
         print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
               file=sys.stderr)
@@ -95,6 +96,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             else:
                 print(f"\nPer cell, over valid worlds{note}:")
                 print(format_summary(cell_summary(world_frame(worlds))))
+    if summary.infrastructure_failed:
+        print(f"error: {summary.infrastructure_failed} worlds of this run ended for reasons that are not the "
+              "model's (see above); the study is not complete", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -245,7 +250,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     result = run_batch(args.params, args.out, parallel=args.parallel, timeout_s=args.timeout,
                        report=not args.no_report, lock=lock)
     print("\n".join(result.lines()))
-    return 1 if result.failed or result.report_error else 0
+    return 1 if result.failed or result.report_error or result.infrastructure else 0
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
@@ -342,6 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-summary", action="store_true", help="do not print the per-cell table")
     p.add_argument("--locks", default="locks", help="lock folder (default: locks)")
     p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
+    p.add_argument("--no-retry-failed", action="store_true",
+                   help="keep worlds that ended in an infrastructure failure as recorded (default: run them again)")
     p.set_defaults(func=_cmd_run)
     p = sub.add_parser("validate", help="check a study file and list its cells")
     p.add_argument("params")

@@ -8,7 +8,9 @@ Layout of a run directory::
 
 A world's steps are appended first and its world line last, each file flushed
 and synced, so the world line is the commit point: on resume, a world with a
-world line is finished and skipped; anything else is run again. Steps left by
+world line is finished and skipped (unless that line records an infrastructure
+failure: then it runs again, and its new line supersedes the old); anything
+else is run again. Steps left by
 an unfinished world are ignored on load because each step carries the ``run``
 number of the invocation that wrote it, and only steps whose run matches their
 world's run belong to it. A half-written last line (a kill mid-write) is
@@ -134,12 +136,15 @@ class RunRecords:
         raise KeyError(f"no finished world {world_id!r} in {self.dir}")
 
 
-def finished_worlds(out_dir: Path) -> dict[str, dict[str, Any]]:
-    """Finished world records by id (the first complete record wins)."""
+def latest_worlds(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """World records by id, the latest of each: a world that ended in an infrastructure
+    failure is run again on resume, and its new record (a later run) supersedes the old
+    one, which stays in the file as history."""
     done: dict[str, dict[str, Any]] = {}
     for rec in read_jsonl(Path(out_dir) / WORLDS):
-        done.setdefault(rec.get("world_id"), rec)
+        done[rec.get("world_id")] = rec
     return done
+
 
 
 BATCH_CELLS = "cells"  # a batch run keeps one run directory per cell under this folder
@@ -159,7 +164,7 @@ def load_run(out_dir: str | Path) -> RunRecords:
     problems: list[str] = []
     worlds: dict[str, dict[str, Any]] = {}
     for rec in read_jsonl(out / WORLDS, problems):
-        worlds.setdefault(rec.get("world_id"), rec)
+        worlds[rec.get("world_id")] = rec  # the latest attempt of a world supersedes earlier ones
     want = {wid: w.get("run") for wid, w in worlds.items()}
     steps: dict[str, list[dict[str, Any]]] = {wid: [] for wid in want}
     for s in read_jsonl(out / STEPS, problems):

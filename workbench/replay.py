@@ -98,6 +98,8 @@ def _template_base(records: RunRecords, world: dict[str, Any]) -> Path:
 async def rerun_world(records: RunRecords, world_id: str):  # noqa: ANN201 - the kind's WorldOutcome
     """Run a recorded world again through its world kind, every agent served by
     its own recorded replies. The engine must then reproduce the records."""
+    from workbench.models.failures import annotate_failure
+    from workbench.models.monitor import ReplayMonitor
     from workbench.models.replay import ReplayClient
     from workbench.worlds import get_kind
 
@@ -112,8 +114,14 @@ async def rerun_world(records: RunRecords, world_id: str):  # noqa: ANN201 - the
     def factory(route: str, slot: str, seed: int, options: dict[str, Any]) -> ReplayClient:
         return ReplayClient(replies.get(slot, []), route=route)
 
-    return await kind.run_world(cell, world_id=world_id, cell_id=world["cell_id"], seed=world["seed"],
-                                run=world["run"], base_dir=_template_base(records, world), client_factory=factory)
+    labelled = [s["monitor"] for s in steps if "monitor" in s]
+    extra = {"monitor": ReplayMonitor(labelled)} if labelled else {}
+
+    outcome = await kind.run_world(cell, world_id=world_id, cell_id=world["cell_id"], seed=world["seed"],
+                                   run=world["run"], base_dir=_template_base(records, world),
+                                   client_factory=factory, **extra)
+    annotate_failure(outcome.world)  # as the study runner does
+    return outcome
 
 
 def verify_world(records: RunRecords, world_id: str) -> list[str]:

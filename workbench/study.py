@@ -7,6 +7,7 @@ compared pairwise over the same seeds (McNemar)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -15,8 +16,10 @@ from typing import Any, Iterable
 
 from workbench.models.budget import Budget, budget_from, is_budget_cut
 from workbench.models.factory import is_simulated_route, make_client
+from workbench.models.failures import INFRASTRUCTURE, annotate_failure, failure_class
+from workbench.models.ledger import CALLS, CallLedger
 from workbench.params import Cell, Study
-from workbench.records import (RunWriter, environment_facts, finished_worlds, now_iso, read_manifest,
+from workbench.records import (RunWriter, environment_facts, latest_worlds, now_iso, read_manifest,
                                sha256_file, write_manifest)
 from workbench.seeding import derive_seed
 
@@ -53,11 +56,33 @@ class RunSummary:
     budget: dict[str, Any] | None = None
     wall_s: float = 0.0
     repaired_bytes: dict[str, int] = field(default_factory=dict)
+    retried: int = 0  # earlier infrastructure failures run again by this run
+    kept: int = 0  # earlier infrastructure failures left as they are (--no-retry-failed)
+    causes: dict[tuple[str, str], int] = field(default_factory=dict)  # (class, cause) -> worlds, this run
+
+    @property
+    def infrastructure_failed(self) -> int:
+        """Worlds this run leaves unfinished for reasons that are not the model's: failed
+        calls of the infrastructure class, budget cuts, worlds the budget kept from starting,
+        and earlier infrastructure failures kept by --no-retry-failed."""
+        return (sum(n for (cls, _), n in self.causes.items() if cls == INFRASTRUCTURE) + self.cut
+                + self.not_started + self.kept)
 
     def line(self) -> str:
         state = "interrupted" if self.interrupted else "complete"
         line = (f"run {self.run} {state}: {self.finished} worlds finished this run, {self.skipped} already done, "
                 f"{self.failed} failed, {self.invalid} invalid; records in {self.out_dir}")
+        if self.retried:
+            line += f"\n{self.retried} worlds were infrastructure failures of an earlier run and were run again"
+        for cls in (INFRASTRUCTURE, "model"):
+            causes = {cause: n for (c, cause), n in sorted(self.causes.items()) if c == cls}
+            if causes:
+                what = ", ".join(f"{cause} {n}" for cause, n in causes.items())
+                line += f"\nfailed ({cls}): {sum(causes.values())} worlds: {what}"
+                if cls == INFRASTRUCTURE:
+                    line += "; run the same command again to retry them"
+        if self.kept:
+            line += f"\n{self.kept} earlier infrastructure failures kept as recorded (--no-retry-failed)"
         if self.budget is not None and (self.cut or self.not_started):
             line += (f"\nbudget of {self.budget['limit_usd']} USD reached: {self.cut} worlds cut, "
                      f"{self.not_started} not started; run again (with a larger budget_usd) to resume")
@@ -74,37 +99,53 @@ def _real_options(study: Study, budget: Budget | None) -> dict[str, Any]:
     return options
 
 
+def _is_real(route: str) -> bool:
+    return not is_simulated_route(route) and route not in ("scripted", "replay")
+
+
 def client_factory_for(study: Study, recorded: dict[str, list[dict[str, Any]]] | None = None,
-                       budget: Budget | None = None):  # noqa: ANN201
+                       budget: Budget | None = None, ledger: CallLedger | None = None,
+                       tags: dict[str, Any] | None = None):  # noqa: ANN201
+    """The kinds' client factory. Real-model clients share the study's budget and cache,
+    and write every call to the run's ledger tagged with ``tags`` and the agent's slot."""
     shared = _real_options(study, budget)
 
     def factory(route: str, slot: str, seed: int, options: dict[str, Any]):  # noqa: ANN202
-        extra = shared if not is_simulated_route(route) and route not in ("scripted", "replay") else {}
+        extra = dict(shared) if _is_real(route) else {}
+        if _is_real(route) and ledger is not None:
+            extra["ledger"] = ledger.bind(**(tags or {}), slot=slot)
         return make_client(route, seed=seed, profiles=study.profiles, recorded=(recorded or {}).get(slot),
                            **options, **extra)
     return factory
 
 
-def monitor_for(study: Study, seed: int, budget: Budget | None = None):  # noqa: ANN201
+def monitor_for(study: Study, seed: int, budget: Budget | None = None, ledger: CallLedger | None = None,
+                tags: dict[str, Any] | None = None):  # noqa: ANN201
     if study.monitor is None:
         return None
     from workbench.models.monitor import make_monitor
 
-    opts = {} if is_simulated_route(study.monitor.model) else _real_options(study, budget)
+    opts = _real_options(study, budget) if _is_real(study.monitor.model) else {}
+    if _is_real(study.monitor.model) and ledger is not None:
+        opts["ledger"] = ledger.bind(**(tags or {}), slot="monitor")
     return make_monitor(study.monitor.model, seed=seed, params=dict(study.monitor.params), **opts)
 
 
 async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1,
                         recorded: dict[str, list[dict[str, Any]]] | None = None,
-                        budget: Budget | None = None):  # noqa: ANN201
-    """Build and run one world of a cell; returns the kind's WorldOutcome with metrics attached."""
+                        budget: Budget | None = None, ledger: CallLedger | None = None):  # noqa: ANN201
+    """Build and run one world of a cell; returns the kind's WorldOutcome with metrics
+    attached and its failure, if any, classed (see :mod:`workbench.models.failures`)."""
     kind = study.kind
     seed = world_seed(study.seed, world_index)
-    extra = {"monitor": monitor_for(study, derive_seed(seed, "monitor"), budget)} if study.monitor else {}
+    wid = world_id(cell.cell_id, world_index)
+    tags = {"world_id": wid, "run": run}
+    extra = ({"monitor": monitor_for(study, derive_seed(seed, "monitor"), budget, ledger, tags)}
+             if study.monitor else {})
     outcome = await kind.run_world(
-        cell.spec, world_id=world_id(cell.cell_id, world_index), cell_id=cell.cell_id,
-        seed=seed, run=run, base_dir=study.base_dir,
-        client_factory=client_factory_for(study, recorded, budget), **extra)
+        cell.spec, world_id=wid, cell_id=cell.cell_id, seed=seed, run=run, base_dir=study.base_dir,
+        client_factory=client_factory_for(study, recorded, budget, ledger, tags), **extra)
+    annotate_failure(outcome.world)
     outcome.world["world_index"] = world_index
     outcome.world["cell_label"] = cell.label
     outcome.world["study"] = study.name
@@ -132,7 +173,11 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
 
 async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterable[str] | None = None,
                           concurrency: int | None = None, progress: bool = True,
-                          max_worlds: int | None = None, lock: dict[str, Any] | None = None) -> RunSummary:
+                          max_worlds: int | None = None, lock: dict[str, Any] | None = None,
+                          retry_failed: bool = True) -> RunSummary:
+    """Run every world of the study not yet finished. A world recorded as an
+    infrastructure failure is not finished: it runs again (same seed) unless
+    ``retry_failed`` is False. Model failures are outcomes and stay as recorded."""
     out = Path(out_dir)
     writer = RunWriter(out)
     existing = read_manifest(out)
@@ -140,7 +185,10 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         raise ValueError(f"{out} holds records of study {existing.get('study')!r}, not {study.name!r}; "
                          "use another --out directory")
     cells = [study.cell(c) for c in cell_ids] if cell_ids else study.cells
-    done = finished_worlds(out)
+    recorded = latest_worlds(out)
+    failed_infra = {wid for wid, w in recorded.items() if failure_class(w) == INFRASTRUCTURE}
+    done = {wid: w for wid, w in recorded.items() if wid not in failed_infra or not retry_failed}
+    ids = {world_id(c.cell_id, i) for c in cells for i in range(study.worlds_per_cell)}
     todo = [(c, i) for c in cells for i in range(study.worlds_per_cell) if world_id(c.cell_id, i) not in done]
     if max_worlds is not None:
         todo = todo[:max_worlds]
@@ -148,13 +196,19 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     run = len(manifest["runs"]) + 1
     entry = {"run": run, "started": now_iso(), "finished": None, "params_sha256": manifest["params"]["sha256"],
              "cells": [c.cell_id for c in cells], "planned": len(todo), "skipped": len(done),
-             "environment": environment_facts(), "argv": sys.argv[1:], "lock": lock}
+             "environment": environment_facts(), "argv": sys.argv[1:], "lock": lock,
+             "retry_failed": retry_failed,
+             # each earlier attempt a world had: what ended it, so the manifest holds every attempt
+             "retried": [{"world_id": wid, "run": recorded[wid].get("run"), **_failure_facts(recorded[wid])}
+                         for wid in sorted(failed_infra & ids) if wid not in done][:10_000],
+             "unsafe_code_tasks": os.environ.get("WORKBENCH_UNSAFE_CODE_TASKS") == "1"}
     manifest["runs"].append(entry)
     write_manifest(out, manifest)
 
-    summary = RunSummary(out, run, len(todo), sum(1 for c in cells for i in range(study.worlds_per_cell)
-                                                  if world_id(c.cell_id, i) in done),
-                         repaired_bytes={k: v for k, v in writer.repaired.items() if v})
+    summary = RunSummary(out, run, len(todo), sum(1 for wid in ids if wid in done),
+                         repaired_bytes={k: v for k, v in writer.repaired.items() if v},
+                         retried=len(entry["retried"]), kept=0 if retry_failed else len(failed_infra & ids))
+    ledger = CallLedger(out / CALLS)
     bar = None
     if progress:
         from tqdm.auto import tqdm  # a widget in a notebook, a bar on a terminal
@@ -170,7 +224,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             if budget is not None and budget.exhausted:
                 summary.not_started += 1
                 continue
-            outcome = await run_one_world(study, cell, i, run, budget=budget)
+            outcome = await run_one_world(study, cell, i, run, budget=budget, ledger=ledger)
             failed = outcome.world.get("failed") or {}
             if is_budget_cut(failed.get("error")):
                 writer.append_cut(outcome.world)  # not a finished world: resume runs it again
@@ -178,7 +232,10 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                 continue
             writer.append_world(outcome.world, outcome.steps)
             summary.finished += 1
-            summary.failed += bool(outcome.world.get("failed"))
+            if failed:
+                key = (failed["class"], failed["cause"])
+                summary.causes[key] = summary.causes.get(key, 0) + 1
+                summary.failed += 1
             summary.invalid += not outcome.world["valid"]
             if bar is not None:
                 bar.update(1)
@@ -200,13 +257,37 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             from workbench.local.server import stop_all
 
             stop_all()  # the study's local model servers end with it (also on error or Ctrl-C)
+        ledger.close()
         summary.wall_s = time.perf_counter() - started
         summary.budget = budget.snapshot() if budget else None
         entry.update(finished=now_iso(), finished_worlds=summary.finished, interrupted=summary.interrupted,
                      wall_s=round(summary.wall_s, 3), budget=summary.budget, cut_worlds=summary.cut,
-                     not_started_for_budget=summary.not_started)
+                     not_started_for_budget=summary.not_started,
+                     failures=[{"class": c, "cause": k, "worlds": n} for (c, k), n in sorted(summary.causes.items())],
+                     ledger_calls=ledger.lines)
         write_manifest(out, manifest)
     return summary
+
+
+def _failure_facts(world: dict[str, Any]) -> dict[str, Any]:
+    failed = annotate_failure(dict(world, failed=dict(world.get("failed") or {})))["failed"]
+    return {"class": failed.get("class"), "cause": failed.get("cause"), "error": str(failed.get("error"))[:300]}
+
+
+def infrastructure_failures(out_dir: str | Path) -> dict[str, int]:
+    """Worlds of a run directory that are unfinished for reasons not the model's, by
+    cause: the latest record of each world that failed for the infrastructure, plus
+    the worlds the last run's budget cut or kept from starting."""
+    counts: dict[str, int] = {}
+    for w in latest_worlds(Path(out_dir)).values():
+        if failure_class(w) == INFRASTRUCTURE:
+            cause = _failure_facts(w)["cause"]
+            counts[cause] = counts.get(cause, 0) + 1
+    last = ((read_manifest(Path(out_dir)) or {}).get("runs") or [{}])[-1]
+    budget = int(last.get("cut_worlds") or 0) + int(last.get("not_started_for_budget") or 0)
+    if budget:
+        counts["budget"] = counts.get("budget", 0) + budget
+    return counts
 
 
 def run_study(study: Study, out_dir: str | Path, **kwargs: Any) -> RunSummary:

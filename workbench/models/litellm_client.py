@@ -64,6 +64,7 @@ import random
 import re
 import threading
 import time
+import uuid
 import weakref
 from collections import deque
 from pathlib import Path
@@ -72,6 +73,8 @@ from typing import Any, Awaitable, Callable
 from workbench.models.base import ModelReply, ModelRequest
 from workbench.models.budget import BUDGET_ERROR, Budget
 from workbench.models.catalogue import KEY_ENV, ModelEntry
+from workbench.models.failures import is_missing_credentials
+from workbench.models.ledger import BoundLedger
 
 # --------------------------------------------------------------------------------------------
 # litellm, lazily and offline
@@ -329,6 +332,9 @@ def classify(exc: BaseException) -> tuple[str, int | None, bool]:
     if isinstance(exc, asyncio.TimeoutError):
         return "Timeout", None, True
     status = _status_of(exc)
+    if name in ("AuthenticationError", "PermissionDeniedError") or status in (401, 403) \
+            or is_missing_credentials(str(exc)):
+        return ("PermissionDeniedError" if status == 403 else "AuthenticationError"), status, False
     if name in _NO_RETRY_CLASSES and (status is None or status not in RETRY_STATUS):
         return name, status, False
     if status is not None:
@@ -449,6 +455,14 @@ def _reasoning(message: Any) -> str | None:
     return "\n\n".join(texts) if texts else None
 
 
+_LEDGER_ATTEMPT_KEYS = ("n", "request_id", "status", "error", "duration_s", "wait_s", "local", "cancelled")
+
+
+def _ledger_attempts(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An attempt as the ledger keeps it: what happened, not the (redacted) message."""
+    return [{k: a[k] for k in _LEDGER_ATTEMPT_KEYS if k in a} for a in attempts]
+
+
 class LiteLLMClient:
     """One agent's client for a real model (see the module docstring)."""
 
@@ -458,12 +472,13 @@ class LiteLLMClient:
                  cache_dir: str | Path | None = None, timeout_s: float | None = None,
                  max_attempts: int | None = None, api_base: str | None = None,
                  backoff_base_s: float | None = None,
-                 sleep: Callable[[float], Awaitable[Any]] | None = None) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] | None = None, ledger: BoundLedger | None = None) -> None:
         self.entry = entry
         self.route = entry.route
         self.name = entry.name or None
         self.seed = seed
         self.budget = budget
+        self.ledger = ledger
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.timeout_s = float(timeout_s if timeout_s is not None else entry.timeout_s)
         self.max_attempts = int(max_attempts if max_attempts is not None else entry.max_attempts)
@@ -550,6 +565,37 @@ class LiteLLMClient:
 
     # -- the call -----------------------------------------------------------------------
     async def complete(self, request: ModelRequest) -> ModelReply:
+        """One call; its ledger line is written however it ends (a cancelled call too)."""
+        trace: dict[str, Any] = {"attempts": [], "reservation": None, "in_request": False}
+        try:
+            reply = await self._complete(request, trace)
+        except asyncio.CancelledError:
+            self._cancelled(trace)
+            raise
+        if self.ledger is not None:
+            state = ("cache hit" if reply.extra.get("cache_hit") else "refused" if reply.error and
+                     reply.error.startswith(BUDGET_ERROR) else "failed" if reply.error else "answered")
+            self.ledger.record({"route": self.route, "state": state, "attempts": _ledger_attempts(reply.attempts),
+                                "cost_usd": reply.cost_usd, "error": reply.error})
+        return reply
+
+    def _cancelled(self, trace: dict[str, Any]) -> None:
+        """A call cancelled in flight (its world ended, the run stopped): a request that may
+        have reached the provider keeps its worst-case cost charged, since no usage came back
+        to say what it cost; one cancelled while queued or backing off charges nothing."""
+        attempts = trace["attempts"]
+        if attempts and "status" not in attempts[-1] and "error" not in attempts[-1]:
+            attempts[-1]["cancelled"] = True
+        reservation, charged = trace["reservation"], None
+        if reservation is not None and self.budget is not None:
+            charged = reservation.amount if trace["in_request"] else 0.0
+            self.budget.settle(reservation, charged)
+        if self.ledger is not None:
+            self.ledger.record({"route": self.route, "state": "cancelled", "attempts": _ledger_attempts(attempts),
+                                "cost_usd": None, "charged_usd": charged,
+                                "in_request": trace["in_request"], "error": "Cancelled: the call was cancelled in flight"})
+
+    async def _complete(self, request: ModelRequest, trace: dict[str, Any]) -> ModelReply:
         t0 = time.monotonic()
         wall0 = time.time()
         key, key_source = find_key(self.entry)
@@ -595,6 +641,7 @@ class LiteLLMClient:
         if self.budget is not None:
             estimate = self.estimate_cost(messages, sent)
             reservation = self.budget.reserve(estimate or 0.0)
+            trace["reservation"] = reservation if reservation.granted else None
             extra["budget"] = {"reserved_usd": round(estimate, 8) if estimate is not None else None,
                                "bounded": estimate is not None}
             if not reservation.granted:
@@ -605,7 +652,7 @@ class LiteLLMClient:
 
         # attempts ---------------------------------------------------------------------
         litellm = get_litellm()
-        attempts: list[dict[str, Any]] = []
+        attempts: list[dict[str, Any]] = trace["attempts"]
         queue_s = 0.0
         error: str | None = None
         resp: Any = None
@@ -617,13 +664,16 @@ class LiteLLMClient:
                     waited_rpm = await self.limits.rpm_slot(self._sleep)
                     a0 = time.monotonic()
                     queue_s += a0 - q0
-                    att: dict[str, Any] = {"n": n, "start_s": round(a0 - t0, 6)}
+                    att: dict[str, Any] = {"n": n, "start_s": round(a0 - t0, 6), "request_id": uuid.uuid4().hex}
+                    attempts.append(att)  # now, so a cancellation mid-request still finds it
                     if a0 - q0 > 0.0005:
                         att["queued_s"] = round(a0 - q0, 6)
                     if waited_rpm:
                         att["rpm_wait_s"] = round(waited_rpm, 6)
                     kwargs: dict[str, Any] = dict(model=self.route, messages=messages, timeout=self.timeout_s,
                                                   num_retries=0, max_retries=0, drop_params=False, **sent)
+                    # sent as the client request id, so our records and a provider's logs can be matched
+                    kwargs["extra_headers"] = {"X-Client-Request-Id": att["request_id"]}
                     if self.api_base:
                         kwargs["api_base"] = self.api_base
                     if key:
@@ -631,15 +681,18 @@ class LiteLLMClient:
                     elif self.api_base:
                         kwargs["api_key"] = "EMPTY"  # an OpenAI-compatible local server without auth
                     self.limits.enter()
+                    trace["in_request"] = True
                     try:
                         resp = await asyncio.wait_for(litellm.acompletion(**kwargs), self.timeout_s + 1.0)
                         exc: BaseException | None = None
                     except asyncio.CancelledError:
+                        att["duration_s"] = round(time.monotonic() - a0, 6)
                         raise
                     except Exception as e:  # noqa: BLE001 - every provider fault is data
                         exc, resp = e, None
                     finally:
                         self.limits.leave()
+                    trace["in_request"] = False
                     att["duration_s"] = round(time.monotonic() - a0, 6)
                 if exc is None:
                     try:
@@ -648,14 +701,12 @@ class LiteLLMClient:
                         exc, resp = MalformedResponse(f"reply without choices[0].message ({type(e).__name__})"), None
                 if exc is None:
                     att["status"] = 200
-                    attempts.append(att)
                     break
                 cls, status, retryable = classify(exc)
                 err_text = redact(str(exc), secrets)[:500]
                 att.update(status=status, error=cls, message=err_text)
                 if cls == "UnsupportedParamsError":
                     att["local"] = True  # raised by litellm before any request went out
-                attempts.append(att)
                 error = f"{cls}: {err_text}"
                 # a provider that rejects a parameter we sent: adapt explicitly, record, try again
                 if status == 400 and self.entry.adapt_on_reject:
@@ -688,9 +739,7 @@ class LiteLLMClient:
                 att["wait_s"] = round(wait, 6)
                 await self._sleep(wait)
 
-        except asyncio.CancelledError:  # the world was cut short: release what this call held
-            if reservation is not None and self.budget is not None:
-                self.budget.settle(reservation, 0.0)
+        except asyncio.CancelledError:  # complete() accounts for the call (ledger, budget)
             raise
         extra["queue_s"] = round(queue_s, 6)
         if resp is None:
@@ -734,7 +783,7 @@ async def aclose_clients() -> None:
 # --------------------------------------------------------------------------------------------
 # building from a route string (used by workbench.models.factory)
 
-_OPTIONS = {"budget", "cache_dir", "timeout_s", "max_attempts", "api_base", "backoff_base_s", "sleep"}
+_OPTIONS = {"budget", "ledger", "cache_dir", "timeout_s", "max_attempts", "api_base", "backoff_base_s", "sleep"}
 
 
 def build_client(entry: ModelEntry, *, seed: int, **options: Any) -> LiteLLMClient:

@@ -81,6 +81,23 @@ class Monitor:
                 "latency_s": reply.latency_s, "error": None}
 
 
+class ReplayMonitor:
+    """The labels a monitor gave, served again in the order they were asked for (the
+    world labels its steps in step order), so a replayed world carries the same
+    labels without a model being called."""
+
+    def __init__(self, recorded: list[dict[str, Any]]) -> None:
+        self.recorded = [dict(r) for r in recorded]
+        self._i = 0
+
+    async def label(self, step_text: str) -> dict[str, Any]:
+        if self._i >= len(self.recorded):
+            return {"label": None, "raw": "", "route": "replay", "model_returned": None, "usage": {}, "cost": None,
+                    "latency_s": None, "error": f"replay exhausted after {len(self.recorded)} recorded labels"}
+        self._i += 1
+        return dict(self.recorded[self._i - 1])
+
+
 def make_monitor(route: str, *, seed: int = 0, template: str = DEFAULT_TEMPLATE,
                  labels: tuple[str, ...] | list[str] | None = DEFAULT_LABELS, params: dict[str, Any] | None = None,
                  **options: Any) -> Monitor:

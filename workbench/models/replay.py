@@ -18,7 +18,11 @@ class ReplayClient:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         if self._i >= len(self.recorded):
-            return ModelReply(text="", latency_s=0.0, route=self.route,
+            # A call the recorded world made but never used: it was in flight when another
+            # agent's call failed and the world ended. Its reply arrives "never" on the world
+            # clock, so the replay ends where the record did; a world that does get to it
+            # (the engine asked for more than was recorded) shows it as a failed step.
+            return ModelReply(text="", latency_s=float("inf"), route=self.route,
                               error=f"replay exhausted after {len(self.recorded)} recorded replies")
         rec = copy.deepcopy(self.recorded[self._i])
         self._i += 1

@@ -15,6 +15,7 @@ from pathlib import Path
 from workbench.params import load_study
 from workbench.publish.notebooks import NotebookError, execute
 from workbench.records import BATCH_CELLS
+from workbench.study import infrastructure_failures
 
 
 @dataclass
@@ -24,10 +25,15 @@ class BatchResult:
     failed: dict[str, str] = field(default_factory=dict)
     report: Path | None = None
     report_error: str | None = None
+    infrastructure: dict[str, dict[str, int]] = field(default_factory=dict)  # cell -> cause -> worlds
 
     def lines(self) -> list[str]:
         out = [f"batch: {len(self.done)} cells done, {len(self.failed)} failed; records in {self.out_dir}"]
         out += [f"  FAILED {cid}: {why}" for cid, why in self.failed.items()]
+        for cid, causes in self.infrastructure.items():
+            out.append(f"  INCOMPLETE {cid}: {sum(causes.values())} worlds ended in infrastructure failure ("
+                       + ", ".join(f"{c} {n}" for c, n in sorted(causes.items()))
+                       + "); run the same command again to retry them")
         if self.report:
             out.append(f"report: {self.report}")
         if self.report_error:
@@ -62,6 +68,10 @@ def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, tim
                 result.done.append(cid)
             except NotebookError as exc:
                 result.failed[cid] = str(exc)
+            if (out / BATCH_CELLS / cid / "manifest.json").exists():
+                causes = infrastructure_failures(out / BATCH_CELLS / cid)
+                if causes:
+                    result.infrastructure[cid] = causes
     if report and result.done:
         from workbench.publish.report import make_report
 
