@@ -66,13 +66,24 @@ async def _run_until_quiet(study: Any, out: Path, server: FakeOpenAI, after: int
     task = asyncio.ensure_future(run_study_async(study, out, progress=False))
     while server.count < after and not task.done():
         await asyncio.sleep(0.01)
+    from workbench.models.litellm_client import _LIMITS
+
     old = server.responder
-    server.responder = lambda body: slow(30.0)
-    last, quiet_since = server.count, time.monotonic()
-    while time.monotonic() - quiet_since < 0.6 and not task.done():
+    hanging = {"n": 0}
+
+    def hang(body: dict[str, Any]) -> Action:
+        hanging["n"] += 1
+        return slow(30.0)
+
+    server.responder = hang
+    # Cancel only once every attempt the client has in flight is hanging on the server:
+    # an attempt still being written client-side could not be told from one that arrived.
+    deadline = time.monotonic() + 10
+    while not task.done() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-        if server.count != last:
-            last, quiet_since = server.count, time.monotonic()
+        in_flight = sum(lim.in_flight for lim in list(_LIMITS.values()))
+        if in_flight and in_flight == hanging["n"]:
+            break
     task.cancel()
     try:
         await task

@@ -250,8 +250,11 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         if bar is not None:
             bar.close()
         if "workbench.models.litellm_client" in sys.modules:
-            from workbench.models.litellm_client import aclose_clients
+            from workbench.models.litellm_client import aclose_clients, drain_detached
 
+            # requests of calls cancelled when their world ended finish and record themselves;
+            # after Ctrl-C they get a moment, then are recorded as cancelled mid-request
+            await drain_detached(2.0 if summary.interrupted else 300.0)
             await aclose_clients()
         if "workbench.local.server" in sys.modules:
             from workbench.local.server import stop_all

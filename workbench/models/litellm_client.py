@@ -570,7 +570,15 @@ class LiteLLMClient:
         try:
             reply = await self._complete(request, trace)
         except asyncio.CancelledError:
-            self._cancelled(trace)
+            http = trace.pop("http", None)
+            if http is not None and not http.done():
+                task = asyncio.ensure_future(self._finish_detached(http, trace))
+                _DETACHED.add(task)
+                task.add_done_callback(_DETACHED.discard)
+            else:
+                if http is not None:
+                    self.limits.leave()
+                self._cancelled(trace)
             raise
         if self.ledger is not None:
             state = ("cache hit" if reply.extra.get("cache_hit") else "refused" if reply.error and
@@ -578,6 +586,37 @@ class LiteLLMClient:
             self.ledger.record({"route": self.route, "state": state, "attempts": _ledger_attempts(reply.attempts),
                                 "cost_usd": reply.cost_usd, "error": reply.error})
         return reply
+
+    async def _finish_detached(self, http: "asyncio.Future[Any]", trace: dict[str, Any]) -> None:
+        """The request of a cancelled call, left to finish: its answer is used by no world,
+        but its status, usage and cost are recorded and charged. Cancelled in turn (the run
+        stops), it is recorded as cancelled mid-request with its worst case charged."""
+        try:
+            resp = await http
+            error = None
+        except asyncio.CancelledError:
+            self.limits.leave()
+            self._cancelled(trace)
+            raise
+        except Exception as e:  # noqa: BLE001
+            resp, error = None, e
+        self.limits.leave()
+        att = trace["attempts"][-1]
+        att["duration_s"] = round(time.monotonic() - trace["a0"], 6)
+        att["cancelled"] = True
+        usage = _usage(resp) if resp is not None else {}
+        cost = self._cost(resp, usage)[0] if resp is not None else 0.0
+        if error is not None:
+            att.update(status=classify(error)[1], error=classify(error)[0])
+        else:
+            att["status"] = 200
+        reservation = trace["reservation"]
+        if reservation is not None and self.budget is not None:
+            self.budget.settle(reservation, cost)
+        if self.ledger is not None:
+            self.ledger.record({"route": self.route, "state": "cancelled", "attempts": _ledger_attempts(trace["attempts"]),
+                                "cost_usd": cost, "usage": usage, "finished_after_cancel": True,
+                                "error": "Cancelled: the call was cancelled in flight; its request was let finish"})
 
     def _cancelled(self, trace: dict[str, Any]) -> None:
         """A call cancelled in flight (its world ended, the run stopped): a request that may
@@ -682,16 +721,23 @@ class LiteLLMClient:
                         kwargs["api_key"] = "EMPTY"  # an OpenAI-compatible local server without auth
                     self.limits.enter()
                     trace["in_request"] = True
+                    # shielded: a call cancelled mid-request lets its request finish in the background
+                    # (see complete), so what the provider saw and what it cost are still recorded
+                    http = asyncio.ensure_future(asyncio.wait_for(litellm.acompletion(**kwargs), self.timeout_s + 1.0))
                     try:
-                        resp = await asyncio.wait_for(litellm.acompletion(**kwargs), self.timeout_s + 1.0)
+                        resp = await asyncio.shield(http)
                         exc: BaseException | None = None
                     except asyncio.CancelledError:
                         att["duration_s"] = round(time.monotonic() - a0, 6)
+                        trace["http"], trace["a0"] = http, a0
                         raise
                     except Exception as e:  # noqa: BLE001 - every provider fault is data
                         exc, resp = e, None
-                    finally:
-                        self.limits.leave()
+                    except BaseException:
+                        if not trace.get("http"):
+                            self.limits.leave()
+                        raise
+                    self.limits.leave()
                     trace["in_request"] = False
                     att["duration_s"] = round(time.monotonic() - a0, 6)
                 if exc is None:
@@ -764,6 +810,24 @@ class LiteLLMClient:
             extra["cache_key"] = ckey
             self._cache_put(ckey, out)
         return out
+
+
+_DETACHED: set["asyncio.Task[None]"] = set()
+
+
+async def drain_detached(timeout_s: float) -> int:
+    """Wait up to ``timeout_s`` for the requests of cancelled calls to finish (they record
+    themselves); cancel what is left (recorded as cancelled mid-request). Returns how many
+    were waited for. Call it before the run's ledger is closed."""
+    pending = [t for t in _DETACHED if not t.done()]
+    if not pending:
+        return 0
+    done, left = await asyncio.wait(pending, timeout=timeout_s)
+    for t in left:
+        t.cancel()
+    if left:
+        await asyncio.gather(*left, return_exceptions=True)
+    return len(pending)
 
 
 async def aclose_clients() -> None:

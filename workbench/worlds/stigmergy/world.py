@@ -15,6 +15,7 @@ a barrier.
 from __future__ import annotations
 
 import asyncio
+import math
 import hashlib
 import heapq
 import json
@@ -219,14 +220,20 @@ class StigmergyWorld:
             agent.messages.append({"role": "user", "content": result})
 
     # -- schedulers -------------------------------------------------------------
-    async def _call(self, agent: _Agent, request: ModelRequest) -> ModelReply:
-        started = time.perf_counter()
+    async def _call(self, agent: _Agent, request: ModelRequest, issued: float | None = None) -> ModelReply:
+        started = time.perf_counter() if issued is None else issued
         try:
             reply = await agent.client.complete(request)
         except Exception as exc:  # a client bug or an unexpected provider fault: recorded, never raised
             reply = ModelReply(text="", latency_s=0.0, route=agent.route,
                                error=f"{type(exc).__name__}: {str(exc)[:500]}")
-        reply.timing = {**reply.timing, "wall_s": round(time.perf_counter() - started, 6)}
+        wall = time.perf_counter() - started
+        reply.timing = {**reply.timing, "wall_s": round(wall, 6)}
+        if issued is not None and not getattr(agent.client, "virtual_time", False):
+            # A measured call's latency on the world clock is the world's own measurement from
+            # the moment it was issued (rounded up): the scheduler's bound for calls in flight
+            # uses the same clock, so a reply is never applied before one that could precede it.
+            reply.latency_s = math.ceil(max(wall, float(reply.latency_s or 0.0)) * 1e6) / 1e6
         return reply
 
     async def _run_lockstep(self) -> None:
@@ -254,9 +261,10 @@ class StigmergyWorld:
 
         def issue(agent: _Agent) -> None:
             request = self._request(agent)
-            task = asyncio.ensure_future(self._call(agent, request))
+            w0 = time.perf_counter()
+            task = asyncio.ensure_future(self._call(agent, request, w0))
             virtual = bool(getattr(agent.client, "virtual_time", False))
-            inflight[agent.slot] = (task, agent.t, time.perf_counter(), request, virtual)
+            inflight[agent.slot] = (task, agent.t, w0, request, virtual)
 
         for a in self.agents:
             issue(a)
