@@ -139,3 +139,22 @@ def test_changed_study_refused_without_deviation_and_recorded_with_one(study, tm
     assert "the records changed since the data lock" in Analysis.load(tmp_path / "r2").locks_html()
     assert "not run under a preregistration lock" in Analysis.load(tmp_path / "r1").locks_html() or \
         "L1" in Analysis.load(tmp_path / "r1").locks_html()
+
+
+def test_a_locked_study_run_from_another_directory_is_still_verified(study, tmp_path):
+    path, locks = study  # locks/ sits beside the study file
+    res = subprocess.run([sys.executable, "-m", "workbench", "lock", "create", "L1", str(path), "--locks", str(locks)],
+                         capture_output=True, text=True, env=ENV)
+    assert res.returncode == 0, res.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = [sys.executable, "-m", "workbench", "run", str(path), "--no-progress", "--no-summary"]
+    ok = subprocess.run(run + ["--out", str(tmp_path / "r1")], capture_output=True, text=True, env=ENV,
+                        cwd=elsewhere)
+    assert ok.returncode == 0, ok.stderr
+    lock = json.loads((tmp_path / "r1" / "manifest.json").read_text())["runs"][0]["lock"]
+    assert lock is not None and lock["lock"] == "L1" and lock["lock_dir"] == str(locks.resolve())
+    (path.parent / "prompts" / "store_paragraph.txt").write_text("You have a shared store. ")
+    refused = subprocess.run(run + ["--out", str(tmp_path / "r2")], capture_output=True, text=True, env=ENV,
+                             cwd=elsewhere)
+    assert refused.returncode == 2 and "no longer matches lock L1" in refused.stderr

@@ -12,11 +12,28 @@ from workbench.worlds import kind_of_records
 from workbench.models.factory import is_simulated_route
 
 
-def lock_gate(params: str, lock_dir: str, deviation: str | None) -> tuple[dict | None, int]:
+def lock_dir_for(params: str, given: str | None) -> str:
+    """Where a study's locks are: ``--locks`` when given, else found from the study file
+    (never from the shell's directory): the nearest folder above it that holds
+    ``locks/``, else ``locks/`` at the git root of the study file's folder."""
+    if given:
+        return given
+    here = Path(params).resolve().parent
+    for folder in (here, *here.parents):
+        if (folder / "locks").is_dir():
+            return str(folder / "locks")
+        if (folder / ".git").exists():
+            return str(folder / "locks")
+    return str(here / "locks")
+
+
+def lock_gate(params: str, lock_dir: str | None, deviation: str | None) -> tuple[dict | None, int]:
     """Verify a locked study before it runs: (what the manifest records, exit code).
     A mismatch refuses the run unless a deviation with its reason is given, which
     is then added to the lock chain."""
     from workbench.locks import LockError, check_study, record_deviation
+
+    lock_dir = lock_dir_for(params, lock_dir)
 
     state = check_study(params, lock_dir)
     if state is None:
@@ -345,7 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-worlds", type=int, help="stop after this many new worlds")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-summary", action="store_true", help="do not print the per-cell table")
-    p.add_argument("--locks", default="locks", help="lock folder (default: locks)")
+    p.add_argument("--locks", help="lock folder (default: the nearest locks/ above the study file, "
+                                   "else locks/ at its git root)")
     p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
     p.add_argument("--no-retry-failed", action="store_true",
                    help="keep worlds that ended in an infrastructure failure as recorded (default: run them again)")
@@ -398,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=int, default=2, help="cells run at once")
     p.add_argument("--timeout", type=int, default=1800, help="execution timeout per notebook cell, seconds")
     p.add_argument("--no-report", action="store_true")
-    p.add_argument("--locks", default="locks", help="lock folder (default: locks)")
+    p.add_argument("--locks", help="lock folder (default: the nearest locks/ above the study file, "
+                                   "else locks/ at its git root)")
     p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
     p.set_defaults(func=_cmd_batch)
     p = sub.add_parser("lock", help="preregistration: hash locks of designs and data, in a chain")
