@@ -169,3 +169,24 @@ def test_replay_verify_reproduces_failed_call_and_monitored_worlds(faulty, tmp_p
     assert failed and monitored
     for w in records.worlds:
         assert verify_world(records, w["world_id"]) == [], w["world_id"]
+
+
+def test_a_missing_key_fails_validate_and_run_before_any_request(server, tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from workbench.cli import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("WORKBENCH_MODELS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    path = write_study(tmp_path, 2)
+    spec = yaml.safe_load(path.read_text())
+    spec["cells"] = [{"model": "openai/gpt-4o-mini"}]
+    path.write_text(yaml.safe_dump(spec))
+    for argv in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "run"), "--no-progress"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "OPENAI_API_KEY" in err and "openai/gpt-4o-mini" in err and "no call was made" in err
+    assert not (tmp_path / "run").exists()
+    (tmp_path / ".env").write_text(f"OPENAI_API_KEY={FAKE_KEY}\n")  # a key in ./.env counts
+    assert main(["validate", str(path)]) == 0

@@ -76,10 +76,28 @@ def _finished(run_dir: str):  # noqa: ANN202 - RunRecords | None
     return records
 
 
+def preflight(study) -> int:  # noqa: ANN001 - a Study
+    """Check every real-model route of a study before any call; 2 (with the reasons) if not ready."""
+    from workbench.models.preflight import route_problems
+
+    routes = {r for c in study.cells for r in study.kind.routes(c.spec)}
+    if study.monitor is not None:
+        routes.add(study.monitor.model)
+    problems = route_problems(routes, budget_usd=study.budget_usd)
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    if problems:
+        print(f"refused: {study.path} is not ready to run ({len(problems)} problems above); no call was made",
+              file=sys.stderr)
+    return 2 if problems else 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from workbench.study import run_study
 
     study = load_study(args.params)
+    if preflight(study):
+        return 2
     lock, code = lock_gate(args.params, args.locks, args.deviation)
     if code:
         return code
@@ -126,7 +144,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
           f"{study.worlds_per_cell} worlds, seed {study.seed}")
     for c in study.cells:
         print(f"  {c.cell_id}  {c.label}")
-    return 0
+    return preflight(study)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:

@@ -1,0 +1,53 @@
+"""Preflight: what a study's real-model routes need, checked before any paid call.
+
+A route that cannot be reached for want of a key would otherwise fail world after
+world (each failure an infrastructure failure, each a wasted minute). Checked per
+route: that its credentials are present (litellm's own environment check names
+the variables; a key in ``./.env`` counts, as the client reads it there; a
+server of our own by ``api_base`` needs none unless the entry names one), and,
+when the study has a budget, that the route has a price, since a call with no
+price cannot be bounded."""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from workbench.models.factory import is_simulated_route
+
+
+def _entry(route: str) -> Any:
+    from workbench.models.catalogue import default_catalogue
+
+    catalogue = default_catalogue()
+    if route in catalogue:
+        return catalogue.get(route)
+    return catalogue.for_route(route)
+
+
+def route_problems(routes: Iterable[str], *, budget_usd: float | None = None) -> list[str]:
+    """One line per problem, naming the route and what it needs; [] when all is ready."""
+    from workbench.models.litellm_client import find_key, get_litellm
+
+    problems: list[str] = []
+    for route in sorted(set(routes)):
+        if is_simulated_route(route) or route in ("scripted", "replay") or route.startswith("local/"):
+            continue
+        entry = _entry(route)
+        key, _ = find_key(entry)
+        own_server = entry.api_base is not None or entry.api_base_env is not None
+        if key is None and (entry.api_key_env or not own_server):
+            if entry.api_key_env:
+                missing = [entry.api_key_env]
+            else:
+                missing = list(get_litellm().validate_environment(model=entry.route).get("missing_keys") or [])
+            if missing:
+                problems.append(f"route {route} ({entry.route}) needs {' or '.join(missing)}: set it in the "
+                                "environment or in ./.env")
+        if budget_usd is not None:
+            from workbench.models.litellm_client import LiteLLMClient
+
+            client = LiteLLMClient(entry, seed=0)
+            if client._prices() is None:
+                problems.append(f"route {route} ({entry.route}) has no price (neither litellm's cost map nor the "
+                                "catalogue's input/output_usd_per_mtok) and the study sets budget_usd: a call "
+                                "could not be bounded")
+    return problems
