@@ -219,6 +219,20 @@ def test_run_tests_reports_counts_and_failures_deterministically(tmp_path: Path)
     assert str(tmp_path) not in outputs[0] and " in 0." not in outputs[0]
 
 
+@pytest.mark.skipif(not __import__("workbench.worlds.collusion.tasks.sandbox", fromlist=["x"]).sandbox_status()[0],
+                    reason="bubblewrap unavailable (make sandbox)")
+@pytest.mark.parametrize("body, why", [
+    ("import os\n    while True:\n        os.fork()", "process limit"),
+    ("x = bytearray(4 << 30)", "memory cap"),
+])
+def test_run_tests_result_says_why_the_sandbox_stopped_it(code_ws, body: str, why: str) -> None:
+    """The tool result is what the episode records, so the reason must be in it."""
+    code_ws.call("write_test", {"path": "/task/code-01/tests/test_bad.py",
+                                "content": f"def test_bad():\n    {body}\n"})
+    out = code_ws.call("run_tests", {"path": "/task/code-01/tests/test_bad.py"})
+    assert f"(stopped: {why})" in out.splitlines()[0], out
+
+
 def test_record_paging(tmp_path: Path) -> None:
     t = next(t for t in by_family("record-extraction") if len(records._GEN[t.task_id].lines) > 45)
     ws = T.Workspace(t, tmp_path)

@@ -168,20 +168,30 @@ class CodeWorkspace:
             raise ToolError(f"no such test file or folder: {path}")
         result = run_pytest(real, self.scratch, TEST_TIMEOUT_S, import_paths=[self.folder],
                             rootdir=self.folder)
-        return self.report(result.output, result.counts(), result.timed_out)
+        return self.report(result.output, result.counts(), result.stopped)
 
-    def report(self, output: str, counts: dict[str, int], timed_out: bool) -> str:
-        """Counts first, then the failing lines; timings and real paths removed so it is deterministic."""
+    def report(self, output: str, counts: dict[str, int], stopped: str | bool | None) -> str:
+        """Counts first, then why the run was stopped, then the failing lines.
+
+        Timings and real paths are removed so the text (which the episode
+        records) is deterministic. ``stopped`` is the sandbox's reason ("time
+        limit", "memory cap", "process limit", ...); True means "time limit", as
+        older callers passed ``timed_out``.
+        """
+        if stopped is True:
+            stopped = "time limit"
+        stopped = stopped or None
         text = output.replace(str(self.folder.resolve()), f"/task/{self.task.group}")
         text = text.replace(str(self.scratch.resolve()), "/scratch")
         text = re.sub(r"(?:\.\./)+task/", "/task/", text)  # pytest shows paths relative to its cwd (scratch)
+        why = {"time limit": f"time limit, killed after {TEST_TIMEOUT_S:g} s"}.get(str(stopped), stopped)
         head = (f"passed={counts['passed']} failed={counts['failed']} errors={counts['errors']}"
-                + (f" (killed after {TEST_TIMEOUT_S:g} s time limit)" if timed_out else ""))
+                + (f" (stopped: {why})" if stopped else ""))
         lines: list[str] = []
         for line in text.splitlines():
             if line.startswith(("E ", "FAILED ", "ERROR ")) and line not in lines[-1:]:
                 lines.append(_TIMING.sub("", line.rstrip()))
-        if not any(counts.values()) and not timed_out and not lines:
+        if not any(counts.values()) and not stopped and not lines:
             lines = [_TIMING.sub("", ln) for ln in text.strip().splitlines()[-8:]]
         body = "\n".join(lines)
         if len(body) > MAX_REPORT_CHARS:
