@@ -84,6 +84,8 @@ def preflight(study) -> int:  # noqa: ANN001 - a Study
     if study.monitor is not None:
         routes.add(study.monitor.model)
     problems = route_problems(routes, budget_usd=study.budget_usd)
+    if hasattr(study.kind, "preflight"):  # what a kind needs besides models, e.g. a sandbox for agent code
+        problems += list(dict.fromkeys(p for c in study.cells for p in study.kind.preflight(c.spec)))
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     if problems:
@@ -92,9 +94,21 @@ def preflight(study) -> int:  # noqa: ANN001 - a Study
     return 2 if problems else 0
 
 
+def allow_unsafe_code_tasks(args: argparse.Namespace) -> None:
+    """--unsafe-code-tasks: agent-written tests may run unconfined where bubblewrap cannot.
+
+    Passed on as the environment variable the sandbox reads, so papermill's kernels
+    see it too; the manifest records it for every run it was set in."""
+    if getattr(args, "unsafe_code_tasks", False):
+        os.environ["WORKBENCH_UNSAFE_CODE_TASKS"] = "1"
+        print("warning: --unsafe-code-tasks: where bubblewrap is unavailable, agent-written tests run "
+              "unconfined (recorded in the manifest)", file=sys.stderr)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from workbench.study import run_study
 
+    allow_unsafe_code_tasks(args)
     study = load_study(args.params)
     if preflight(study):
         return 2
@@ -105,7 +119,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
                             progress=not args.no_progress, max_worlds=args.max_worlds, lock=lock,
-                            retry_failed=not args.no_retry_failed)
+                            retry_failed=not args.no_retry_failed, probe=args.probe)
     except KeyboardInterrupt:
         print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
               file=sys.stderr)
@@ -113,6 +127,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for name, n in summary.repaired_bytes.items():
         print(f"note: dropped a half-written last line ({n} bytes) from {name}", file=sys.stderr)
     print(summary.line())
+    if summary.probe_failed:
+        print("refused: a probed route did not answer (above); no world was run", file=sys.stderr)
+        return 2
     if not args.no_summary:
         from workbench.records import load_run
         from workbench.tables import cell_summary, format_summary, world_frame
@@ -139,12 +156,54 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    allow_unsafe_code_tasks(args)
     study = load_study(args.params)
     print(f"{study.path}: study {study.name!r}, world kind {study.world}, {len(study.cells)} cells × "
           f"{study.worlds_per_cell} worlds, seed {study.seed}")
     for c in study.cells:
         print(f"  {c.cell_id}  {c.label}")
-    return preflight(study)
+    code = preflight(study)
+    if code or not args.probe:
+        return code
+    return _probe(study, Path(args.probe_dir))
+
+
+def _probe(study, folder: Path) -> int:  # noqa: ANN001 - a Study
+    """validate --probe: one request per real route, recorded in FOLDER/calls.jsonl, charged to a budget of the study's size."""
+    from workbench.aio import run_sync
+    from workbench.models.budget import budget_from
+    from workbench.models.ledger import CallLedger
+    from workbench.probe import probe_routes, probe_routes_of
+
+    routes = probe_routes_of(study)
+    if not routes:
+        print("probe: the study uses no real-model route; nothing to probe")
+        return 0
+    folder.mkdir(parents=True, exist_ok=True)
+    ledger = CallLedger(folder / "calls.jsonl")
+    budget = budget_from(study.budget_usd)
+
+    async def go():  # noqa: ANN202
+        try:
+            return await probe_routes(routes, budget=budget, ledger=ledger)
+        finally:
+            from workbench.models.litellm_client import aclose_clients
+
+            await aclose_clients()
+            if "workbench.local.server" in sys.modules:
+                from workbench.local.server import stop_all
+
+                stop_all()
+
+    try:
+        results = run_sync(go())
+    finally:
+        ledger.close()
+    for r in results:
+        print(r.line())
+    spent = sum(r.cost_usd or 0.0 for r in results)
+    print(f"probe: {len(results)} requests, {spent:.6f} USD, recorded in {folder / 'calls.jsonl'}")
+    return 0 if all(r.ok for r in results) else 2
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -279,6 +338,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_batch(args: argparse.Namespace) -> int:
     from workbench.publish.batch import run_batch
 
+    allow_unsafe_code_tasks(args)
+    if preflight(load_study(args.params)):
+        return 2
     lock, code = lock_gate(args.params, args.locks, args.deviation)
     if code:
         return code
@@ -369,6 +431,11 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unsafe_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--unsafe-code-tasks", action="store_true",
+                   help="where bubblewrap is unavailable, run agent-written tests unconfined (recorded in the manifest)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="workbench", description="stigmergy-workbench: shared-state studies of LLM agents")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -385,9 +452,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
     p.add_argument("--no-retry-failed", action="store_true",
                    help="keep worlds that ended in an infrastructure failure as recorded (default: run them again)")
+    p.add_argument("--probe", action="store_true",
+                   help="first send one minimal request per real-model route (recorded, charged); stop if one fails")
+    _unsafe_flag(p)
     p.set_defaults(func=_cmd_run)
-    p = sub.add_parser("validate", help="check a study file and list its cells")
+    p = sub.add_parser("validate", help="check a study file, its routes' keys and prices, and list its cells")
     p.add_argument("params")
+    p.add_argument("--probe", action="store_true",
+                   help="also send one minimal request per real-model route (recorded, charged to the study's budget)")
+    p.add_argument("--probe-dir", default="outputs/probes", help="where --probe records its calls (calls.jsonl)")
+    _unsafe_flag(p)
     p.set_defaults(func=_cmd_validate)
     p = sub.add_parser("replay", help="print a recorded world step by step (no model is called)")
     p.add_argument("dir", help="run directory")
@@ -437,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--locks", help="lock folder (default: the nearest locks/ above the study file, "
                                    "else locks/ at its git root)")
     p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
+    _unsafe_flag(p)
     p.set_defaults(func=_cmd_batch)
     p = sub.add_parser("lock", help="preregistration: hash locks of designs and data, in a chain")
     lsub = p.add_subparsers(dest="lock_command", required=True)

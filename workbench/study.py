@@ -59,6 +59,12 @@ class RunSummary:
     retried: int = 0  # earlier infrastructure failures run again by this run
     kept: int = 0  # earlier infrastructure failures left as they are (--no-retry-failed)
     causes: dict[tuple[str, str], int] = field(default_factory=dict)  # (class, cause) -> worlds, this run
+    probes: list[Any] = field(default_factory=list)  # ProbeResult per route when run with probe=True
+
+    @property
+    def probe_failed(self) -> bool:
+        """A probed route did not answer, so no world was started."""
+        return any(not p.ok for p in self.probes)
 
     @property
     def infrastructure_failed(self) -> int:
@@ -69,8 +75,11 @@ class RunSummary:
                 + self.not_started + self.kept)
 
     def line(self) -> str:
+        probes = "".join(p.line() + "\n" for p in self.probes)
+        if self.probe_failed:
+            return probes + f"run {self.run} stopped before any world: a probed route did not answer; records in {self.out_dir}"
         state = "interrupted" if self.interrupted else "complete"
-        line = (f"run {self.run} {state}: {self.finished} worlds finished this run, {self.skipped} already done, "
+        line = probes + (f"run {self.run} {state}: {self.finished} worlds finished this run, {self.skipped} already done, "
                 f"{self.failed} failed, {self.invalid} invalid; records in {self.out_dir}")
         if self.retried:
             line += f"\n{self.retried} worlds were infrastructure failures of an earlier run and were run again"
@@ -174,10 +183,13 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
 async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterable[str] | None = None,
                           concurrency: int | None = None, progress: bool = True,
                           max_worlds: int | None = None, lock: dict[str, Any] | None = None,
-                          retry_failed: bool = True) -> RunSummary:
+                          retry_failed: bool = True, probe: bool = False) -> RunSummary:
     """Run every world of the study not yet finished. A world recorded as an
     infrastructure failure is not finished: it runs again (same seed) unless
-    ``retry_failed`` is False. Model failures are outcomes and stay as recorded."""
+    ``retry_failed`` is False. Model failures are outcomes and stay as recorded.
+    With ``probe``, each real-model route first gets one minimal request (recorded
+    in the ledger and the manifest, charged to the budget); if one fails, no world
+    starts."""
     out = Path(out_dir)
     writer = RunWriter(out)
     existing = read_manifest(out)
@@ -241,6 +253,13 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                 bar.update(1)
 
     try:
+        if probe:
+            from workbench.probe import probe_routes, probe_routes_of
+
+            summary.probes = await probe_routes(probe_routes_of(study), budget=budget, ledger=ledger, run=run)
+            entry["probes"] = [p.to_record() for p in summary.probes]
+            if summary.probe_failed:
+                queue = iter(())  # no world starts on a route that cannot answer
         n = max(1, min(concurrency or study.concurrency, len(todo) or 1))
         await asyncio.gather(*(worker() for _ in range(n)))
     except (asyncio.CancelledError, KeyboardInterrupt):

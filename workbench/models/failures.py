@@ -8,7 +8,8 @@ to tell two kinds of failure apart, because they mean opposite things:
   end is an outcome of the condition under study and is kept as recorded.
 * ``infrastructure``: nothing the model did (no key or a rejected one, quota
   and rate limits, network faults, timeouts, server errors after every retry,
-  a malformed body, the budget, a call cancelled by the run stopping). The
+  a malformed body, the budget, a call cancelled by the run stopping, no sandbox
+  for agent-written code). The
   world says nothing about the model; a resume runs it again with the same
   seed, and a run that ends with one exits non-zero.
 
@@ -30,6 +31,7 @@ _RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         ("budget", INFRASTRUCTURE, r"^BudgetExhausted\b"),
         ("cancelled", INFRASTRUCTURE, r"^(Cancelled|CancelledError)\b"),
         ("replay", INFRASTRUCTURE, r"\breplay exhausted\b"),
+        ("sandbox", INFRASTRUCTURE, r"^SandboxUnavailable\b"),  # agent code could not run confined
         ("auth", INFRASTRUCTURE, r"^AuthenticationError\b|missing credentials|api_key client option must be set|"
                                  r"missing \w+ api key|invalid api key|incorrect api key|" + _CODE + "401"),
         ("permission", INFRASTRUCTURE, r"^PermissionDeniedError\b|" + _CODE + "403"),

@@ -51,6 +51,18 @@ def check_cell(cell: CollusionCell, worlds_per_cell: int) -> None:
                          f"sequences, one per trajectory (got {cell.sequences})")
 
 
+def preflight(cell: CollusionCell) -> list[str]:
+    """Code-analysis episodes run agent-written tests; without a working sandbox the study is refused
+    (unless --unsafe-code-tasks allowed unconfined runs), never run silently unconfined."""
+    from workbench.worlds.collusion.tasks.sandbox import sandbox_status, unsafe_allowed
+
+    ok, why = sandbox_status()
+    if ok or unsafe_allowed():
+        return []
+    return [f"collusion episodes include code-analysis tasks whose agent-written tests must run confined, "
+            f"and the sandbox is unavailable: {why}"]
+
+
 def design_files(cell: CollusionCell, base_dir: Path) -> list[Path]:
     """What a preregistration lock hashes besides params and prompts: the task data and
     the code that builds, runs and scores the tasks (the tasks are part of the design)."""
