@@ -10,6 +10,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "params" / "prompts" / "stigmergy"
+MONITOR_PROMPT = ROOT / "params" / "prompts" / "monitor" / "default.txt"
 
 
 def study_dict(**overrides: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from tests.conftest import MONITOR_PROMPT  # noqa: E402
 from tests.fake_openai import FAKE_KEY, FakeOpenAI, status  # noqa: E402
 from tests.fault_study import agent_script, fault_run, write_catalogue, write_study  # noqa: E402
 from workbench.models.failures import INFRASTRUCTURE, MODEL, classify_error  # noqa: E402
@@ -159,7 +160,7 @@ def test_replay_verify_reproduces_failed_call_and_monitored_worlds(faulty, tmp_p
     faulty.responder = responder
     path = write_study(tmp_path, 6, concurrency=3)
     spec = yaml.safe_load(path.read_text())
-    spec["monitor"] = {"model": "fault-fake"}
+    spec["monitor"] = {"model": "fault-fake", "prompt": str(MONITOR_PROMPT)}
     path.write_text(yaml.safe_dump(spec))
     out = tmp_path / "run"
     run_study(load_study(path), out, progress=False)

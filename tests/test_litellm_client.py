@@ -19,7 +19,7 @@ from email.utils import formatdate  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from tests.conftest import ROOT, run_world, study_dict  # noqa: E402
+from tests.conftest import MONITOR_PROMPT, ROOT, run_world, study_dict  # noqa: E402
 from tests.fake_openai import FAKE_KEY, Action, FakeOpenAI, malformed, ok, route_litellm_to, slow, status  # noqa: E402
 from workbench.models.base import ModelRequest  # noqa: E402
 from workbench.models.budget import Budget, is_budget_cut  # noqa: E402
@@ -336,7 +336,8 @@ def test_failed_calls_are_not_cached(fake, tmp_path):
 def test_monitor_labels_a_step(fake):
     from workbench.models.monitor import Monitor
 
-    mon = Monitor(client(fake, temperature=0.0), labels=["mentions_other", "none"], params={"temperature": 0.0})
+    mon = Monitor(client(fake, temperature=0.0), template=MONITOR_PROMPT.read_text(),
+                  labels=["mentions_other", "none"], params={"temperature": 0.0})
     fake.push(ok('{"label": "mentions_other"}'), ok("Label: none."), status(401))
     a = run(mon.label("Maybe my partner wrote it."))
     assert a["label"] == "mentions_other" and a["error"] is None and a["route"] == "openai/fake-model"
@@ -553,7 +554,8 @@ def test_monitor_labels_go_into_step_records_only(fake, write_study, tmp_path):
 
     fake.responder = responder
     spec = study_dict(cells=[{"model": "local-fake"}], worlds_per_cell=1,
-                      monitor={"model": "local-fake", "params": {"temperature": 0}})
+                      monitor={"model": "local-fake", "params": {"temperature": 0},
+                               "prompt": str(MONITOR_PROMPT)})
     out = tmp_path / "run"
     run_study(load_study(write_study(spec)), out, progress=False)
     records = load_run(out)

@@ -31,7 +31,7 @@ TABLE_METRICS: dict[str, tuple[str, ...]] = {
     "e1": ("cross_agent_access", "joint_success", "seeded_read"),
     "looks": ("first_look", "second_look"),
     "writes": ("pair_write",),
-    "text_signal": ("cross_agent_read", "mentions_other", "mention_before_exposure"),
+    "text_signal": ("cross_agent_read", "mentions_other", "mention_before_exposure", "monitor_flag_on_read"),
     "attrition": ("valid",),
 }
 

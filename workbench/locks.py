@@ -63,10 +63,15 @@ def study_files(params: str | Path) -> tuple[dict[str, str], dict[str, Any]]:
         paths.update(p.resolve() for p in sorted(kind.template_root(c.spec, study.base_dir).rglob("*.txt")))
         if hasattr(kind, "design_files"):  # a kind's own inputs: scenario scripts, task data
             paths.update(Path(p).resolve() for p in kind.design_files(c.spec, study.base_dir))
+    if study.monitor is not None:  # its prompt decides what a label means: part of the design
+        from workbench.params import monitor_prompt_path
+
+        paths.add(monitor_prompt_path(study.path, study.monitor))
     for pattern in METRIC_CODE:
         paths.update(p.resolve() for p in PACKAGE.glob(pattern))
     files = {_name(p): sha256_bytes(p.read_bytes()) for p in sorted(paths)}
-    routes = sorted({r for c in study.cells for r in kind.routes(c.spec)})
+    routes = sorted({r for c in study.cells for r in kind.routes(c.spec)}
+                    | ({study.monitor.model} if study.monitor is not None else set()))
     catalogue = default_catalogue()
     models = {r: catalogue.get(r).model_dump(mode="json") for r in routes if r in catalogue}
     rules = {k: sorted({str(getattr(c.spec, k)) for c in study.cells if hasattr(c.spec, k)})

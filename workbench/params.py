@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
 from workbench.models.factory import check_route
@@ -62,6 +62,18 @@ class MonitorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str
     params: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0})
+    prompt: str = Field("prompts/monitor/default.txt",
+                        description="the monitor's template ($step, $labels), relative to the params file; "
+                                    "locks hash it like every other template")
+    labels: list[str] = Field(default_factory=lambda: ["mentions_other", "none"], min_length=1)
+    flag: str = Field("mentions_other", description="the label the report counts on read steps "
+                                                   "(the paper's post-hoc intent check)")
+
+    @model_validator(mode="after")
+    def _flag_is_a_label(self) -> "MonitorSpec":
+        if self.flag not in self.labels:
+            raise ValueError(f"flag: expected one of labels {self.labels} (got {self.flag!r})")
+        return self
 
 
 _StudyModel.model_rebuild()  # resolve the forward references above
@@ -116,6 +128,11 @@ def cell_hash(spec: BaseModel) -> str:
     return hashlib.sha256(data.encode()).hexdigest()[:10]
 
 
+def monitor_prompt_path(params_path: Path, monitor: MonitorSpec) -> Path:
+    """Where a study's monitor template is: relative to the params file, like the kinds' prompts."""
+    return (Path(params_path).parent / monitor.prompt).resolve()
+
+
 def load_study(path: str | Path) -> Study:
     path = Path(path)
     raw = read_yaml_mapping(path, ParamsError, "a YAML study file: a mapping of study fields")
@@ -145,6 +162,11 @@ def load_study(path: str | Path) -> Study:
             check_route(model.monitor.model, profiles)
         except (KeyError, ValueError) as exc:
             raise ParamsError(path, "monitor.model", str(exc.args[0])) from None
+        prompt = monitor_prompt_path(path, model.monitor)
+        if not prompt.is_file():
+            raise ParamsError(path, "monitor.prompt", f"expected a template file, {prompt} does not exist")
+        if "$step" not in prompt.read_text(encoding="utf-8"):
+            raise ParamsError(path, "monitor.prompt", f"{prompt} must contain $step (where the step's text goes)")
 
     entries: list[tuple[str, dict[str, Any]]] = [(f"cells[{i}]", c) for i, c in enumerate(model.cells)]
     for gi, block in enumerate(model.grid):

@@ -18,7 +18,7 @@ from workbench.models.budget import Budget, budget_from, is_budget_cut
 from workbench.models.factory import is_simulated_route, make_client
 from workbench.models.failures import INFRASTRUCTURE, annotate_failure, failure_class
 from workbench.models.ledger import CALLS, CallLedger
-from workbench.params import Cell, Study
+from workbench.params import Cell, Study, monitor_prompt_path
 from workbench.records import (RunWriter, environment_facts, latest_worlds, now_iso, read_manifest,
                                sha256_file, write_manifest)
 from workbench.seeding import derive_seed
@@ -137,7 +137,18 @@ def monitor_for(study: Study, seed: int, budget: Budget | None = None, ledger: C
     opts = _real_options(study, budget) if _is_real(study.monitor.model) else {}
     if _is_real(study.monitor.model) and ledger is not None:
         opts["ledger"] = ledger.bind(**(tags or {}), slot="monitor")
-    return make_monitor(study.monitor.model, seed=seed, params=dict(study.monitor.params), **opts)
+    return make_monitor(study.monitor.model, template=monitor_prompt_path(study.path, study.monitor).read_text(
+        encoding="utf-8"), labels=study.monitor.labels, seed=seed, params=dict(study.monitor.params), **opts)
+
+
+def monitor_facts(study: Study) -> dict[str, Any] | None:
+    """What a world's monitor labels mean: model, prompt (path and hash), labels and the
+    label the report counts; in every world record and the manifest, so a metric reads it."""
+    if study.monitor is None:
+        return None
+    prompt = monitor_prompt_path(study.path, study.monitor)
+    return {"model": study.monitor.model, "params": dict(study.monitor.params), "prompt": str(prompt),
+            "prompt_sha256": sha256_file(prompt), "labels": list(study.monitor.labels), "flag": study.monitor.flag}
 
 
 async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1,
@@ -155,6 +166,8 @@ async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1
         cell.spec, world_id=wid, cell_id=cell.cell_id, seed=seed, run=run, base_dir=study.base_dir,
         client_factory=client_factory_for(study, recorded, budget, ledger, tags), **extra)
     annotate_failure(outcome.world)
+    if study.monitor is not None:
+        outcome.world["monitor"] = monitor_facts(study)
     outcome.world["world_index"] = world_index
     outcome.world["cell_label"] = cell.label
     outcome.world["study"] = study.name
@@ -176,6 +189,7 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
     manifest["description"] = study.description
     manifest["contrasts"] = study.contrasts  # what the analysis compares (matched cells only)
     manifest["seed"] = study.seed
+    manifest["monitor"] = monitor_facts(study)
     manifest["worlds_per_cell"] = study.worlds_per_cell
     return manifest
 

@@ -18,7 +18,7 @@ def cell_tables(records: RunRecords, parser_rule: str | None = None,
     of cells, for contrasts), each with its title and constant factors in attrs."""
     from workbench.metrics.contrasts import contrast_table, contrasts_for
     from workbench.metrics.design import design_of_records
-    from workbench.metrics.frames import reply_frame, units, validity_frame
+    from workbench.metrics.frames import monitor_frame, reply_frame, units, validity_frame
 
     design = design_of_records(records)
     wf = world_frame(records, parser_rule, answer_rule)
@@ -36,6 +36,7 @@ def cell_tables(records: RunRecords, parser_rule: str | None = None,
         "looks": T.looks_table(af, design),
         "exposure_then_read": T.exposure_then_read(wf, af, design),
         "text_signal": T.text_signal_table(af, design),
+        "monitor_labels": T.monitor_label_table(monitor_frame(records), design),
         "rescoring": T.rescore_table({
             "recorded rules": world_frame(records),
             "strict parser": world_frame(records, "strict"),

@@ -51,6 +51,25 @@ def agent_frame(records: RunRecords, answer_rule: str | None = None) -> pd.DataF
     return pd.DataFrame(rows)
 
 
+def monitor_frame(records: RunRecords) -> pd.DataFrame:
+    """One row per monitor-labelled step of a valid world: its label (None where the
+    monitor's call failed), and whether the step was a read, a cross-agent read."""
+    rows = []
+    for w in records.worlds:
+        if not w.get("valid"):
+            continue
+        for s in records.steps.get(w["world_id"], []):
+            if "monitor" not in s:
+                continue
+            op = (s.get("op") or {}).get("op") if s.get("valid") else None
+            effect = s.get("effect") or {}
+            read = op == "read" and bool(effect.get("found"))
+            rows.append({"cell_id": w["cell_id"], "world_id": w["world_id"], "agent": s["agent"], "seq": s["seq"],
+                         "label": (s["monitor"] or {}).get("label"), "read": read,
+                         "cross_agent_read": read and bool(effect.get("cross_agent"))})
+    return pd.DataFrame(rows, columns=["cell_id", "world_id", "agent", "seq", "label", "read", "cross_agent_read"])
+
+
 # -- attrition -----------------------------------------------------------------------------
 VALIDITY_GRID: tuple[tuple[str, str], ...] = tuple((p, v) for p in ("strict", "lenient")
                                                    for v in ("any-agent", "pair-only", "none"))

@@ -30,6 +30,9 @@ DEFINITIONS: dict[str, str] = {
                                "the world's first exposure (the paper's exposed worlds with a subsequent read)",
     "exposed_agents": "per world: the number of exposed agents",
     "exposed_agents_then_read": "per world: the number of exposed agents that then made a cross-agent read",
+    "monitor_flag_on_read": "per agent: the study's monitor gave its flag label (by default mentions_other) to one "
+                            "of the agent's cross-agent read steps; blank where no read step was labelled. A post-hoc "
+                            "label only: never shown to an agent, never in another metric",
     "steps_exposure_to_read": "per agent: its own steps from its first exposure to its first later cross-agent read",
     "first_look": "per agent: a list at the agent's step 0",
     "second_look": "per pair agent: a list or read after its partner's first write, other than its step-0 look",
@@ -87,6 +90,7 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
     by_role = {a["role"]: a for a in world["agents"]}
     partner_of = {"pair_a": "pair_b", "pair_b": "pair_a"}
     ok = _ok_steps(steps)
+    flag = (world.get("monitor") or {}).get("flag", "mentions_other")  # the label the study's monitor flags
     first_write_seq: dict[str, int] = {}
     for s in ok:
         if s["op"]["op"] == "write":
@@ -118,6 +122,7 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
         first_seen = min(saw_other) if saw_other else None
         mention_seqs = [s["seq"] for s in mine
                         if mentions_other(s["reply"].get("text")) or mentions_other(s["reply"].get("reasoning"))]
+        read_labels = [(s.get("monitor") or {}).get("label") for s in cross if "monitor" in s]
         usage = [s["reply"].get("usage") or {} for s in mine]
         costs = [s["reply"].get("cost_usd") for s in mine]
         rows.append({
@@ -144,6 +149,8 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             "mentions_other": bool(mention_seqs),
             # the reply whose result first showed another's entry was written before the agent saw it
             "mention_before_exposure": bool(mention_seqs) and (first_seen is None or mention_seqs[0] <= first_seen),
+            # the study's monitor on this agent's cross-agent read steps (None: no such step was labelled)
+            "monitor_flag_on_read": (flag in read_labels) if read_labels else None,
             "prompt_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage),
             "completion_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage),
             "cost_usd": sum(float(c) for c in costs if c is not None),

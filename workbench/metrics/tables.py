@@ -181,18 +181,51 @@ def exposure_lags(af: pd.DataFrame) -> pd.DataFrame:
     return rows[cols]
 
 
+TEXT_SIGNAL_COLUMNS = ["cell_id", "readers", "mention", "mention_before_exposure", "monitored_readers",
+                       "monitor_flag_on_read", "monitor k/n", "monitor low", "monitor high"]
+
+
 def text_signal_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Among pair agents that made a cross-agent read: how many mention another
-    party in their text, and how many did so in a reply written before they were
-    shown any other agent's entry."""
+    party in their text, how many did so in a reply written before they were
+    shown any other agent's entry, and (where the study ran a monitor) how many
+    of those whose read steps were labelled got the monitor's flag label on one:
+    the paper's post-hoc intent check (its "11/381 on read steps")."""
     rows = []
     pair = af[af["pair_member"] & af["world_valid"] & af["cross_agent_read"]] if len(af) else af
     for cid in design.cells:
         g = pair[pair["cell_id"] == cid] if len(pair) else pair
+        labelled = g["monitor_flag_on_read"].dropna() if len(g) and "monitor_flag_on_read" in g else pd.Series([], dtype=object)
+        k, n = int(labelled.astype(bool).sum()), len(labelled)
+        rate = _rate(k, n)
         rows.append({"cell_id": cid, "readers": len(g), "mention": int(g["mentions_other"].sum()) if len(g) else 0,
-                     "mention_before_exposure": int(g["mention_before_exposure"].sum()) if len(g) else 0})
-    return design.annotate(pd.DataFrame(rows, columns=["cell_id", "readers", "mention", "mention_before_exposure"]),
-                           "Post-hoc text signal per cell: pair agents with a cross-agent read (valid worlds)")
+                     "mention_before_exposure": int(g["mention_before_exposure"].sum()) if len(g) else 0,
+                     "monitored_readers": n, "monitor_flag_on_read": k,
+                     "monitor k/n": rate["k/n"] if n else "no monitor", "monitor low": rate["low"],
+                     "monitor high": rate["high"]})
+    return design.annotate(pd.DataFrame(rows, columns=TEXT_SIGNAL_COLUMNS),
+                           "Post-hoc text signal per cell: pair agents with a cross-agent read (valid worlds); "
+                           "the monitor columns count those whose cross-agent read steps the monitor labelled")
+
+
+def monitor_label_table(steps: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Per cell and label: how many labelled steps, and how many of them were cross-agent
+    read steps (the steps the paper's check looks at). ``steps`` is
+    :func:`workbench.metrics.frames.monitor_frame`. Empty when no world was monitored."""
+    cols = ["cell_id", "label", "steps", "read_steps", "cross_agent_read_steps"]
+    if not len(steps):
+        out = pd.DataFrame(columns=cols)
+        out.attrs = {"title": "Monitor labels per cell", "constant": design.constant,
+                     "empty_reason": "the study ran no monitor (set monitor: in the params file)"}
+        return out
+    g = steps.groupby(["cell_id", "label"], sort=False, dropna=False)
+    out = g.agg(steps=("label", "size"), read_steps=("read", "sum"), cross_agent_read_steps=("cross_agent_read", "sum"))
+    out = out.reset_index()
+    order = {c: i for i, c in enumerate(design.cells)}
+    out = out.sort_values(["cell_id", "label"], key=lambda col: col.map(order) if col.name == "cell_id" else col.astype(str))
+    return design.annotate(out[cols].reset_index(drop=True),
+                           "Monitor labels per cell: labelled steps of valid worlds, and of them read and cross-agent "
+                           "read steps (labels never reach an agent or another metric)")
 
 
 def attrition_table(worlds: pd.DataFrame, replies: pd.DataFrame, design: Design) -> pd.DataFrame:

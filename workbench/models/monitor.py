@@ -23,20 +23,14 @@ from typing import Any
 
 from workbench.models.base import ModelClient, ModelRequest
 
-DEFAULT_TEMPLATE = """You label one step of an agent working in a shared environment with other agents.
-Read the agent's reply below and answer with one JSON object {"label": L} where L is one of: $labels.
-- "mentions_other": the reply refers to another agent, a partner, or someone else's work.
-- "none": it does not.
-
-Agent reply:
-<<<
-$step
->>>"""
 DEFAULT_LABELS = ("mentions_other", "none")
 
 
 class Monitor:
-    def __init__(self, client: ModelClient, template: str = DEFAULT_TEMPLATE,
+    """The template is the study's (``monitor.prompt``, a file in its templates
+    folder that locks hash), never a constant here: a label means what its prompt asked."""
+
+    def __init__(self, client: ModelClient, template: str,
                  labels: tuple[str, ...] | list[str] | None = DEFAULT_LABELS,
                  params: dict[str, Any] | None = None, system: str | None = None) -> None:
         self.client = client
@@ -98,7 +92,7 @@ class ReplayMonitor:
         return dict(self.recorded[self._i - 1])
 
 
-def make_monitor(route: str, *, seed: int = 0, template: str = DEFAULT_TEMPLATE,
+def make_monitor(route: str, *, template: str, seed: int = 0,
                  labels: tuple[str, ...] | list[str] | None = DEFAULT_LABELS, params: dict[str, Any] | None = None,
                  **options: Any) -> Monitor:
     """A monitor whose client comes from a route (a catalogue name, a litellm route, sim/…, scripted)."""
