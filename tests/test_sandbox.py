@@ -254,9 +254,14 @@ def test_writes_outside_scratch_fail_and_leave_nothing(tmp_path: Path) -> None:
                 with open(target, "a") as fh:
                     fh.write("escaped")
 
-        def test_scratch_and_tmp_are_writable():
+        def test_scratch_and_tmpdir_are_writable_and_tmp_is_not():
+            import tempfile
+
             open("scratch-file", "w").write("ok")
-            open("/tmp/tmp-file", "w").write("ok")
+            with tempfile.NamedTemporaryFile("w") as fh:  # TMPDIR lies in the scratch directory
+                fh.write("ok")
+            with pytest.raises(OSError):
+                open("/tmp/tmp-file", "w")
     """)
     result = run_pytest(test, tmp_path / "scratch", import_paths=[task], rootdir=task)
     assert result.counts() == {"passed": len(targets) + 1, "failed": 0, "errors": 0, "skipped": 0}, result.output

@@ -270,7 +270,10 @@ def bwrap_command(bwrap: str, inner: list[str], workdir: Path, readonly: list[Pa
     bwrap creates as mount points cannot be written.
     """
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-           *_system_binds(), "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+           *_system_binds(), "--proc", "/proc", "--dev", "/dev"]
+    # No writable /tmp: TMPDIR is inside the workdir. A tmpfs on /tmp would also make any
+    # folder under /tmp that holds a bound path (a checkout in /tmp/x with its venv bound)
+    # look writable inside, which is confusing even though nothing reaches the host.
     mounts: list[tuple[Path, str]] = [(p, "--ro-bind") for p in interpreter_roots()]
     task = [p for p in _outermost([q for q in readonly if q.exists()]) if p != workdir]
     mounts += [(p, "--ro-bind") for p in task]
@@ -282,7 +285,7 @@ def bwrap_command(bwrap: str, inner: list[str], workdir: Path, readonly: list[Pa
         masked.update(_dot_envs(folder))
     for secret in sorted(masked):
         cmd += ["--ro-bind", "/dev/null", str(secret)]
-    cmd += ["--remount-ro", "/"]  # the root tmpfs too: only /tmp and the workdir take writes
+    cmd += ["--remount-ro", "/"]  # the root tmpfs too: only the workdir takes writes
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     cmd += ["--chdir", str(workdir), "--", *inner]
