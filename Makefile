@@ -40,6 +40,7 @@ demo: $(STAMP) sandbox
 	@echo "open outputs/demo/report.html (works offline); records in outputs/demo"
 
 test: $(STAMP) browser sandbox
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -92,7 +92,7 @@ def steps_for(world: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write_run(out: Path, worlds: list[dict[str, Any]], study: str = "synthetic-collusion") -> Path:
     """A run directory (manifest, steps, worlds) holding ``worlds``."""
-    from workbench.metrics.collusion import world_metrics
+    from workbench.worlds.collusion.metrics import world_metrics
 
     writer = RunWriter(out)
     for w in worlds:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from collusion_synth import episode, trajectory, write_run
-from workbench.metrics import collusion as M
+from workbench.worlds.collusion import metrics as M
 from workbench.models.factory import check_route, make_client
 from workbench.records import load_run
 from workbench.worlds.collusion import judges as J

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from collusion_synth import RAW_ALICE, RAW_BOB, episode, trajectory, write_run
-from workbench.metrics import collusion as M
+from workbench.worlds.collusion import metrics as M
 from workbench.records import load_run
 from workbench.stats import newcombe, wilson
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from collusion_synth import trajectory, write_run
-from workbench.metrics import collusion as M
+from workbench.worlds.collusion import metrics as M
 from workbench.records import load_run
-from workbench.views import collusion as V
+from workbench.worlds.collusion import views as V
 
 EVIL = "<script>alert('x')</script>"
 

@@ -20,7 +20,9 @@ import yaml  # noqa: E402
 
 from tests.fake_openai import FAKE_KEY, Action, FakeOpenAI, route_litellm_to  # noqa: E402
 from workbench.models.factory import make_client  # noqa: E402
+from workbench.worlds import WorldContext, WorldOutcome  # noqa: E402
 from workbench.worlds import collusion as K  # noqa: E402
+from workbench.worlds.collusion.spec import CollusionCell  # noqa: E402
 from workbench.worlds.collusion import controlled as C  # noqa: E402
 from workbench.worlds.collusion.simulated import CollusionSimClient, get_profile  # noqa: E402
 
@@ -33,11 +35,12 @@ def factory(route: str, slot: str, seed: int, options: dict[str, Any]):  # noqa:
     return make_client(route, seed=seed, **options)
 
 
-def run(cell: K.CellSpec, index: int = 0, seed: int = 3, fac=factory) -> K.WorldOutcome:  # noqa: ANN001
-    async def go() -> K.WorldOutcome:
+def run(cell: CollusionCell, index: int = 0, seed: int = 3, fac=factory) -> WorldOutcome:  # noqa: ANN001
+    async def go() -> WorldOutcome:
         try:
-            return await K.run_world(cell, world_id=f"c-{index:04d}", cell_id="c", seed=seed, run=1,
-                                     base_dir=PROMPTS.parent, client_factory=fac)
+            return await K.KIND.run_world(cell, WorldContext(world_id=f"c-{index:04d}", cell_id="c", world_index=index,
+                                                             seed=seed, run=1, base_dir=PROMPTS.parent,
+                                                             client_factory=fac))
         finally:
             from workbench.models.litellm_client import aclose_clients
 
@@ -57,7 +60,7 @@ def script(n_episodes: int, text: str) -> list[str]:
 
 
 def test_scripted_agents_drive_whole_episodes_exactly():
-    cell = K.CellSpec(model="scripted", alice={"script": script(2, "from alice")},
+    cell = CollusionCell(model="scripted", alice={"script": script(2, "from alice")},
                       bob={"script": script(2, "from bob")}, episodes=2, prompts="collusion")
     out = run(cell)
     w = out.world
@@ -74,18 +77,20 @@ def test_scripted_agents_drive_whole_episodes_exactly():
         assert ep["rewards"] == {"alice": 0, "bob": 0}  # both accepted wrong answers
         assert ep["policy"] == "raw-only" and ep["throttled"] and ep["char_limit"] == 200
         assert ep["reflections"] == {"alice": "Reflection: all fine.", "bob": "Reflection: all fine."}
-    seq = K.world.episode_sequence(cell, 0)
+    from workbench.worlds.collusion.world import episode_sequence
+
+    seq = episode_sequence(cell, 0)
     assert [e["tasks"]["alice"] for e in w["episodes"]] == [e.alice for e in seq]
     # the second episode's context carries the first (full memory)
     last = [s for s in out.steps if s["agent"] == "alice"][-1]
     assert last["request"]["n_messages"] > 20
     # the world record is JSON and the metrics hook reads it
     json.dumps(w)
-    assert "ever_colluded" in K.world_metrics(w, out.steps)
+    assert "ever_colluded" in K.KIND.world_metrics(w, out.steps)
 
 
 def test_an_exhausted_script_fails_the_world_with_the_cause():
-    cell = K.CellSpec(model="scripted", alice={"script": script(1, "a")[:3]}, bob={"script": script(1, "b")},
+    cell = CollusionCell(model="scripted", alice={"script": script(1, "a")[:3]}, bob={"script": script(1, "b")},
                       episodes=1, prompts="collusion")
     w = run(cell).world
     assert not w["valid"] and "script exhausted" in w["failed"]["error"] and w["failed"]["phase"] == "communication"
@@ -117,7 +122,7 @@ def test_raw_prefix_and_the_short_log_case():
 def test_controlled_replay_is_exact_and_recorded_once(tmp_path, monkeypatch):
     cache = tmp_path / "peer-cache"
     base = dict(model="sim-collusion/pragmatic", episodes=2, sequences=2, prompts="collusion", peer_cache=str(cache))
-    comp = K.CellSpec(controlled="compliant", **base)
+    comp = CollusionCell(controlled="compliant", **base)
     first = run(comp)
     files = sorted(cache.glob("*.json"))
     assert len(files) == 2  # one recording per task of bob's sequence
@@ -139,7 +144,7 @@ def test_controlled_replay_is_exact_and_recorded_once(tmp_path, monkeypatch):
         assert ep["verdicts"]["bob"]["verdict"] == "REJECT"
         # alice is not shown bob's verdict by default
         assert "not shown" in ep["review"]["alice"]
-    viol = run(K.CellSpec(controlled="violating", **base))
+    viol = run(CollusionCell(controlled="violating", **base))
     for ep, f in zip(viol.world["episodes"], files):
         record = C.PeerRecord.from_json(Path(cache / f"{ep['tasks']['bob']}--{ep['controlled']['cache_key']}.json")
                                         .read_text(), f)
@@ -176,12 +181,12 @@ def test_simulated_stance_is_read_from_the_context_only():
 
 
 def test_simulated_worlds_are_deterministic_and_memory_none_differs():
-    a = run(K.CellSpec(model="sim-collusion/pragmatic", episodes=4, prompts="collusion"), index=1)
-    b = run(K.CellSpec(model="sim-collusion/pragmatic", episodes=4, prompts="collusion"), index=1)
+    a = run(CollusionCell(model="sim-collusion/pragmatic", episodes=4, prompts="collusion"), index=1)
+    b = run(CollusionCell(model="sim-collusion/pragmatic", episodes=4, prompts="collusion"), index=1)
     assert a.world["episodes"] == b.world["episodes"]
     assert all(s["reply"]["extra"]["simulated"] and s["reply"]["tool_calls"] for s in a.steps
                if s["phase"] != "reflection")
-    none = run(K.CellSpec(model="sim-collusion/pragmatic", episodes=4, prompts="collusion",
+    none = run(CollusionCell(model="sim-collusion/pragmatic", episodes=4, prompts="collusion",
                           alice={"memory_length": "none"}, bob={"memory_length": "none"}), index=1)
     # the reflection of the last episode states the stance; without memory it only reflects that episode
     assert none.world["episodes"][-1]["reflections"]["alice"] != a.world["episodes"][-1]["reflections"]["alice"]
@@ -217,7 +222,7 @@ def _agent(body: dict[str, Any]) -> Action:
 
 def test_a_litellm_route_plays_a_role_through_native_tool_calls(fake):
     fake.responder = _agent
-    cell = K.CellSpec(model="sim-collusion/steadfast", alice={"model": "local-fake"}, episodes=1, prompts="collusion")
+    cell = CollusionCell(model="sim-collusion/steadfast", alice={"model": "local-fake"}, episodes=1, prompts="collusion")
     out = run(cell)
     w = out.world
     assert w["valid"], w["failed"]

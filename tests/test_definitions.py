@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import run_world, scripted
-from workbench.answers import is_correct
-from workbench.metrics.stigmergy import DEFINITIONS, agent_rows, world_row
+from workbench.worlds.stigmergy.answers import is_correct
+from workbench.worlds.stigmergy.metrics import DEFINITIONS, agent_rows, world_row
 
 W = '{"op":"write","key":"$own_key","value":$own_value}'
 L = '{"op":"list"}'

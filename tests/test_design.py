@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import PROMPTS
 from workbench.cli import main
 from workbench.metrics.design import design_of_records
-from workbench.metrics.export import cell_tables
+from workbench.worlds.stigmergy.export import cell_tables
 from workbench.params import ParamsError, load_study
 from workbench.records import load_run
 from workbench.study import run_study

@@ -25,20 +25,30 @@ def study(tmp_path, monkeypatch):
     prompts = tmp_path / "prompts"
     shutil.copytree(PROMPTS, prompts)
     pkg = tmp_path / "pkg"
-    for pattern in L.METRIC_CODE:
-        for src in (ROOT / "workbench").glob(pattern):
-            dst = pkg / src.relative_to(ROOT / "workbench")
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(src, dst)
-    nb = tmp_path / "analysis.ipynb"
-    shutil.copy(L.ANALYSIS_NOTEBOOK, nb)
+    from workbench.worlds import get_kind
+
+    for src in [*(p for pat in L.METRIC_CODE for p in (ROOT / "workbench").glob(pat)),
+                *get_kind("stigmergy").code_files()]:
+        dst = pkg / src.relative_to(ROOT / "workbench")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, dst)
+    (tmp_path / "notebooks").mkdir()
+    nb = tmp_path / "notebooks" / "analysis.ipynb"
+    shutil.copy(L.NOTEBOOKS / "analysis.ipynb", nb)
     monkeypatch.setattr(L, "PACKAGE", pkg)
-    monkeypatch.setattr(L, "ANALYSIS_NOTEBOOK", nb)
+    monkeypatch.setattr(L, "NOTEBOOKS", nb.parent)
     spec = study_dict(name="locked", worlds_per_cell=1)
     spec["defaults"]["prompts"] = str(prompts)
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path, tmp_path / "locks"
+
+
+def _lock_html(run_dir: Path) -> str:
+    from workbench.worlds.stigmergy.analysis import Analysis
+
+    a = Analysis.load(run_dir)
+    return a.locks_html() + L.verification_html(a.records)
 
 
 def flip(path: Path) -> None:
@@ -52,15 +62,23 @@ def test_lock_covers_params_templates_rules_notebook_and_metric_code(study):
     lock = json.loads(L.create_lock("L1", path, locks).read_text())
     names = set(lock["files"])
     assert str(path) in names and any(n.endswith("prompts/system.txt") for n in names)
-    assert any(n.endswith("pkg/metrics/stigmergy.py") for n in names)
-    assert any(n.endswith("pkg/parsing.py") for n in names) and any(n.endswith("analysis.ipynb") for n in names)
+    assert any(n.endswith("pkg/worlds/stigmergy/metrics.py") for n in names)
+    assert any(n.endswith("pkg/worlds/stigmergy/parsing.py") for n in names) and any(n.endswith("analysis.ipynb") for n in names)
     assert lock["rules"] == {"parser": ["lenient"], "answer_rule": ["one-integer"], "validity": ["any-agent"]}
     assert lock["sequence"] == 1 and lock["previous_sha256"] is None and lock["git"]["revision"]
     assert L.changes(lock) == []
 
 
+def test_every_module_of_the_kind_is_locked_whatever_its_name(study):
+    path, locks = study
+    names = set(json.loads(L.create_lock("L1", path, locks).read_text())["files"])
+    for module in ("world.py", "frames.py", "tables.py", "simulated.py", "views/timeline.py"):
+        assert any(n.endswith(f"pkg/worlds/stigmergy/{module}") for n in names), module
+    assert not any("worlds/recall" in n or "worlds/collusion" in n for n in names)  # only this study's kind
+
+
 @pytest.mark.parametrize("target", ["study.yaml", "prompts/tasks/digits.txt", "prompts/persistence/both.txt",
-                                    "pkg/metrics/stigmergy.py", "pkg/answers.py", "analysis.ipynb"])
+                                    "pkg/worlds/stigmergy/metrics.py", "pkg/worlds/stigmergy/answers.py", "notebooks/analysis.ipynb"])
 def test_a_changed_byte_in_any_locked_file_is_detected_and_named(study, target):
     path, locks = study
     L.create_lock("L1", path, locks)
@@ -128,17 +146,16 @@ def test_changed_study_refused_without_deviation_and_recorded_with_one(study, tm
     assert verify.returncode == 0 and "superseded" in verify.stdout
 
     # the report section shows the chain, the mismatch, the reason, and the data lock
-    from workbench.analysis import Analysis
 
     L.create_data_lock("data-r2", tmp_path / "r2", locks)
-    shown = Analysis.load(tmp_path / "r2").locks_html()
+    shown = _lock_html(tmp_path / "r2")
     assert "L1" in shown and "deviation" in shown and "Phase B wording" in shown and "<b>no</b>" in shown
     assert "this analysis ran on exactly the locked data" in shown
     with (tmp_path / "r2" / "worlds.jsonl").open("a") as fh:
         fh.write("\n")
-    assert "the records changed since the data lock" in Analysis.load(tmp_path / "r2").locks_html()
-    assert "not run under a preregistration lock" in Analysis.load(tmp_path / "r1").locks_html() or \
-        "L1" in Analysis.load(tmp_path / "r1").locks_html()
+    assert "the records changed since the data lock" in _lock_html(tmp_path / "r2")
+    assert "not run under a preregistration lock" in _lock_html(tmp_path / "r1") or \
+        "L1" in _lock_html(tmp_path / "r1")
 
 
 def test_a_locked_study_run_from_another_directory_is_still_verified(study, tmp_path):

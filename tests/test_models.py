@@ -100,4 +100,4 @@ def test_kinds_register_their_own_simulated_routes_with_a_check():
     assert isinstance(make_client("sim-testkind/known", seed=1), ScriptedClient)
     assert is_simulated_route("sim/diligent") and is_simulated_route("sim-testkind/known")
     assert not is_simulated_route("openai/gpt-5.4") and not is_simulated_route("simulator/x")
-    assert not is_simulated_route("scripted")
+    assert is_simulated_route("scripted") and is_simulated_route("replay")  # no real model behind either

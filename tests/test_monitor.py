@@ -9,7 +9,6 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 import json  # noqa: E402
 import shutil  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
@@ -112,7 +111,7 @@ def test_a_lock_covers_the_monitor_prompt(project, tmp_path, capsys):
 
 
 def test_report_tables_count_monitor_labels_on_read_steps(project, tmp_path):
-    from workbench.metrics.export import cell_tables
+    from workbench.worlds.stigmergy.export import cell_tables
     from workbench.params import load_study
     from workbench.records import load_run
     from workbench.study import run_study

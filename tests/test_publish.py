@@ -102,13 +102,14 @@ def test_study_and_world_notebooks_execute(report, tmp_path):
 
 
 def test_explorer_toggles_rerun_the_world(report):
-    from workbench.explorer import WorldExplorer
+    from workbench.worlds.stigmergy.explorer import WorldExplorer
 
     _, study_path, _ = report
     ex = WorldExplorer.from_study(study_path, cell=0, world_index=0)
     assert ex.world["cell"]["condition"] == "store" and "list" in ex.world["allowed_ops"]
     ex.controls["condition"].value = "no-store"
     assert ex.world["cell"]["condition"] == "no-store" and ex.world["allowed_ops"] == ["submit"]
+    assert "no-store" in ex.world["cell_label"] and "· no-store ·" in ex.summary.value  # the label follows the cell
     ex.controls["world"].value = 2
     assert ex.world["world_id"].endswith("-0002")
     ex.step.value = ex.step.max

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from workbench.metrics.recall import (accuracy_table, condition_differences, describe_world, metric_tables,
+from workbench.worlds.recall.metrics import (accuracy_table, condition_differences, describe_world, metric_tables,
                                       recall_frame, summary_text, world_row)
 from workbench.stats import mcnemar_paired, newcombe, wilson
 
@@ -108,7 +108,7 @@ def test_metric_tables_and_describe_world_on_a_real_world(tmp_path) -> None:  # 
 def test_variant_names_every_cell_field_but_model_condition_and_label():
     """Tables group recall cells by model, variant and condition: the variant must cover
     every other field of the cell, or cells that differ in it would be pooled."""
-    from workbench.metrics.recall import _DEFAULTS, variant_of
+    from workbench.worlds.recall.metrics import _DEFAULTS, variant_of
     from workbench.worlds.recall.spec import RecallCell
 
     assert set(RecallCell.model_fields) - set(_DEFAULTS) == {"model", "condition", "label"}

@@ -25,7 +25,7 @@ def xss_world(tmp_path: Path):  # noqa: ANN201
 
 
 def test_everything_model_or_script_written_is_escaped(tmp_path: Path) -> None:
-    from workbench.views.recall import context_html, retrieval_ranks, statements_html, turn_timeline
+    from workbench.worlds.recall.views import context_html, retrieval_ranks, statements_html, turn_timeline
 
     o = xss_world(tmp_path)
     for html in (context_html(o.world), statements_html(o.world, o.steps)):
@@ -37,8 +37,8 @@ def test_everything_model_or_script_written_is_escaped(tmp_path: Path) -> None:
 
 
 def test_accuracy_figure_error_bars_are_wilson(tmp_path: Path) -> None:
-    from workbench.metrics.recall import recall_frame
-    from workbench.views.recall import accuracy_figure
+    from workbench.worlds.recall.metrics import recall_frame
+    from workbench.worlds.recall.views import accuracy_figure
 
     path = recall_study(tmp_path, [{"condition": "naive"}, {"condition": "lightweight"}])
     worlds = [o.world for i in range(2) for o in run_cell(path, i, range(4))]

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench.models.base import ModelRequest
-from workbench.models.simulated import PROFILES, SimulatedClient, get_profile
+from workbench.worlds.stigmergy.simulated import PROFILES, SimulatedClient, get_profile
 from workbench.params import Study
-from workbench.parsing import parse_both, parse_reply
+from workbench.worlds.stigmergy.parsing import parse_both, parse_reply
 from workbench.records import load_run
 from workbench.study import run_one_world, run_study
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import study_dict
-from workbench.metrics.frames import agent_frame, world_frame
-from workbench.models.simulated import PROFILES
+from workbench.worlds.stigmergy.frames import agent_frame, world_frame
+from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.params import load_study
 from workbench.records import load_run
 from workbench.study import run_study

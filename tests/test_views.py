@@ -13,16 +13,18 @@ import pytest
 import yaml
 
 from tests.conftest import study_dict
-from workbench.metrics.frames import agent_frame, world_frame
+from workbench.worlds.stigmergy.frames import agent_frame, world_frame
 from workbench.metrics.contrasts import ContrastSpec, Units, compare_run_sets, contrast_table
 from workbench.metrics.design import design_of_records
-from workbench.metrics.frames import reply_frame, units, validity_frame
-from workbench.metrics.tables import attrition_table, exposure_lags, exposure_then_read
+from workbench.worlds.stigmergy.frames import reply_frame, units, validity_frame
+from workbench.worlds.stigmergy.tables import attrition_table, exposure_lags, exposure_then_read
+from workbench.routes import is_simulated_label  # scripted agents are simulated too
 from workbench.stats import newcombe, wilson
-from workbench.views import (attrition_figure, e1_interaction_figure, esc_html, esc_plot,
-                             exposure_then_read_figure, forest_figure, per_cell_table, rate_styler,
-                             step_timeline, store_at_step, store_slider, transcript_html, transcripts_html)
-from workbench.views.timeline import ARROW, EXPOSURE, OP_COLOURS, OP_SYMBOLS
+from workbench.views import esc_html, esc_plot, forest_figure, rate_styler
+from workbench.worlds.stigmergy.views import (attrition_figure, e1_interaction_figure, exposure_then_read_figure,
+                                              per_cell_table, step_timeline, store_at_step, store_slider,
+                                              transcript_html, transcripts_html)
+from workbench.worlds.stigmergy.views.timeline import ARROW, EXPOSURE, OP_COLOURS, OP_SYMBOLS
 
 W = '{"op":"write","key":"$own_key","value":$own_value}'
 R = '{"op":"read","key":"$partner_key"}'
@@ -343,7 +345,7 @@ def test_exposure_figure_counts_equal_the_table(run, frames, design):
     assert list(bars["exposed"].y) == shown["worlds:n"].tolist()
     assert list(bars["read_after"].y) == shown["worlds:k"].tolist()
     # one bar per cell, labelled by the cell's own label (never a pooled model · condition)
-    assert list(bars["exposed"].x) == [esc_plot(lab + (" (simulated)" if str(m).startswith("sim/") else ""))
+    assert list(bars["exposed"].x) == [esc_plot(lab + (" (simulated)" if is_simulated_label(str(m)) else ""))
                                        for lab, m in zip(shown["cell_label"], shown["cell_id"].map(
                                            design.frame["model"]))]
     assert len(set(bars["exposed"].x)) == len(shown)
@@ -366,7 +368,7 @@ def test_per_cell_table_has_one_row_per_cell_and_tags_simulated_rows(frames, des
         row = re.search(r">" + re.escape(label) + r"</td>.*?<td[^>]*>(\d+/\d+)</td>", html, re.S)
         assert row and row.group(1) == f"{k}/{n}", cid
     assert html.count("<tr>") - 1 == len(design.cells)
-    assert "sim/diligent [simulated]" in html and "scripted [simulated]" not in html
+    assert "sim/diligent [simulated]" in html and "scripted [simulated]" in html  # scripted agents are simulated
     assert "100.0%" in html and "simulated behaviour, not real models" in html
 
 

@@ -6,10 +6,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+from workbench.errors import WorkbenchError
 from workbench.params import ParamsError, load_study
 from workbench.worlds import kind_of_records
-from workbench.models.factory import is_simulated_route
+from workbench.routes import is_simulated_route, is_simulated_world
 
 
 def lock_dir_for(params: str, given: str | None) -> str:
@@ -84,8 +86,8 @@ def preflight(study) -> int:  # noqa: ANN001 - a Study
     if study.monitor is not None:
         routes.add(study.monitor.model)
     problems = route_problems(routes, budget_usd=study.budget_usd)
-    if hasattr(study.kind, "preflight"):  # what a kind needs besides models, e.g. a sandbox for agent code
-        problems += list(dict.fromkeys(p for c in study.cells for p in study.kind.preflight(c.spec)))
+    # what a kind needs besides models, e.g. a sandbox for agent code
+    problems += list(dict.fromkeys(p for c in study.cells for p in study.kind.preflight(c.spec)))
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     if problems:
@@ -132,7 +134,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     if not args.no_summary:
         from workbench.records import load_run
-        from workbench.tables import cell_summary, format_summary, world_frame
 
         records = load_run(args.out)
         ids = {c.cell_id for c in study.cells}
@@ -142,12 +143,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if worlds:
             simulated = any(is_simulated_route(r) for c in study.cells for r in study.kind.routes(c.spec))
             note = " (SIMULATED behaviour, not real models)" if simulated else ""
-            if hasattr(study.kind, "summary_text"):  # a kind's own table; the shared-store one is the default
-                print(f"\nPer cell{note}:")
-                print(study.kind.summary_text(worlds))
-            else:
-                print(f"\nPer cell, over valid worlds{note}:")
-                print(format_summary(cell_summary(world_frame(worlds))))
+            print(f"\nPer cell{note}:")
+            print(study.kind.summary_text(worlds))
     if summary.infrastructure_failed:
         print(f"error: {summary.infrastructure_failed} worlds of this run ended for reasons that are not the "
               "model's (see above); the study is not complete", file=sys.stderr)
@@ -208,7 +205,6 @@ def _probe(study, folder: Path) -> int:  # noqa: ANN001 - a Study
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from workbench.records import load_run
-    from workbench.replay import print_world
 
     records = load_run(args.dir)
     if args.world is None:
@@ -225,11 +221,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         print(f"replay of {args.world} through the engine: " + ("identical to the records" if not diffs
               else f"{len(diffs)} differences") + f" ({n} steps)")
         return 1 if diffs else 0
-    kind = kind_of_records(records)
-    if hasattr(kind, "describe_world"):
-        kind.describe_world(records, args.world, sys.stdout, full=args.full)
-    else:
-        print_world(records, args.world, sys.stdout, full=args.full)
+    kind_of_records(records).describe_world(records, args.world, sys.stdout, full=args.full)
     return 0
 
 
@@ -259,31 +251,27 @@ def print_table(name: str, table, note: str = "") -> None:  # noqa: ANN001 - a D
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
-    from workbench.metrics.export import cell_tables, rules_folder, write_metrics, write_tables
+    from workbench.metrics.files import rules_folder
 
     records = _finished(args.dir)
     if records is None:
         return 2
-    simulated = all(is_simulated_route(a["route"]) for w in records.worlds for a in w["agents"])
+    simulated = all(is_simulated_world(w) for w in records.worlds)
     note = " (SIMULATED behaviour, not real models)" if simulated else ""
     kind = kind_of_records(records)
-    if hasattr(kind, "metric_tables"):
-        if args.parser or args.answer_rule:
-            print(f"error: --parser and --answer-rule re-score shared-store worlds; the {kind.NAME} world "
-                  "kind has no such rules", file=sys.stderr)
-            return 2
-        out = Path(args.out) if args.out else Path(args.dir) / "metrics"
-        tables = kind.metric_tables(records)
-        written = write_tables(tables, out)
-        for name, t in tables.items():
-            print_table(name, t, note)
-        print(f"\nwrote {len(written)} files under {out}")
-        return 0
+    rules: dict[str, Any] = {}
+    if kind.rescoring:
+        rules = {"parser_rule": args.parser, "answer_rule": args.answer_rule}
+    elif args.parser or args.answer_rule:
+        print(f"error: --parser and --answer-rule re-score recorded replies; the {kind.name} world "
+              "kind has no such rules", file=sys.stderr)
+        return 2
     # re-scored tables go to a folder named after their rules: never over the recorded ones
-    out = Path(args.out) if args.out else Path(args.dir) / "metrics" / rules_folder(args.parser, args.answer_rule)
-    written = write_metrics(records, out, args.parser, args.answer_rule)
-    tables = cell_tables(records, args.parser, args.answer_rule, holm=args.holm)
-    for name in ("coordination", "contrasts", "attrition", "e1", "looks", "exposure_then_read"):
+    out = Path(args.out) if args.out else Path(args.dir) / "metrics" / (
+        rules_folder(args.parser, args.answer_rule) if kind.rescoring else "")
+    written = kind.export_metrics(records, out, **rules)
+    tables = kind.metric_tables(records, **rules, holm=args.holm)
+    for name in kind.terminal_tables or tuple(tables):
         print_table(name, tables[name], note)
     print(f"\nwrote {len(written)} files under {out}")
     return 0
@@ -310,7 +298,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         return 2
     kind_a, kind_b = kind_of_records(a), kind_of_records(b)
     if kind_a is not kind_b:
-        print(f"error: {args.a} holds {kind_a.NAME} worlds and {args.b} {kind_b.NAME} worlds; compare "
+        print(f"error: {args.a} holds {kind_a.name} worlds and {args.b} {kind_b.name} worlds; compare "
               "run sets of one world kind", file=sys.stderr)
         return 2
     maps = parse_maps(args.map)
@@ -396,18 +384,14 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
-    from workbench.models.simulated import PROFILES
-    from workbench.worlds import KINDS, get_kind
+    from workbench.worlds import get_kind, kind_names
 
     print("Simulated profiles (simulated behaviour, not real models):")
-    print("shared-store world:")
-    for p in PROFILES.values():
-        print(f"  sim/{p.name:<24} {p.description}")
-    for name in KINDS:
-        kind = get_kind(name)
-        if hasattr(kind, "simulated_profiles"):
+    for name in kind_names():
+        profiles = get_kind(name).simulated_profiles()
+        if profiles:
             print(f"{name} world:")
-            for route, description in kind.simulated_profiles().items():
+            for route, description in profiles.items():
                 print(f"  {route:<28} {description}")
     return 0
 
@@ -417,8 +401,8 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     if records is None:
         return 2
     kind = kind_of_records(records)
-    if not hasattr(kind, "run_judges"):
-        print(f"error: the {kind.NAME} world kind has no judges", file=sys.stderr)
+    if not kind.has_judges:
+        print(f"error: the {kind.name} world kind has no judges", file=sys.stderr)
         return 2
     options = {"limit": args.limit} if args.limit else {}
     if args.judges:
@@ -549,9 +533,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `workbench replay DIR | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except ParamsError as exc:
+    except ParamsError as exc:  # names the file and the field
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except WorkbenchError as exc:
+        msg = exc.args[0] if exc.args else str(exc)
+        print(f"error: {msg}", file=sys.stderr)
+        return exc.exit_code
     except (FileNotFoundError, KeyError, ValueError, RuntimeError) as exc:  # LockError is a ValueError
         msg = exc.args[0] if exc.args else str(exc)
         print(f"error: {msg}", file=sys.stderr)

@@ -8,8 +8,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from workbench.errors import InputError
 
-class InputFileError(ValueError):
+
+class InputFileError(InputError):
     """``str(err)`` is the one line shown to the user."""
 
     def __init__(self, file: str | Path, path: str, message: str) -> None:

@@ -19,16 +19,27 @@ from typing import Any
 
 from workbench import __version__
 from workbench.records import STEPS, WORLDS, git_state, now_iso
+from workbench.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(__file__).resolve().parent
 DEFAULT_DIR = Path("locks")
-METRIC_CODE = ("metrics/*.py", "parsing.py", "answers.py", "worlds/*/scoring.py")
-ANALYSIS_NOTEBOOK = ROOT / "notebooks" / "analysis.ipynb"
+METRIC_CODE = ("metrics/*.py", "stats.py")  # kind-free scoring code; a kind adds all of its own (code_files)
+_INSTALLED = Path(__file__).resolve().parent  # where the package really is (PACKAGE can be pointed at a copy)
+NOTEBOOKS = ROOT / "notebooks"  # where a kind's report notebook is (WorldKind.report_notebook)
 
 
-class LockError(ValueError):
+class LockError(InputError):
     pass
+
+
+def _in_package(path: Path) -> Path:
+    """A kind file inside the installed package, read from PACKAGE (the same file unless PACKAGE was moved)."""
+    path = path.resolve()
+    try:
+        return (PACKAGE / path.relative_to(_INSTALLED)).resolve()
+    except ValueError:  # a kind from another package or a test folder
+        return path
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -56,19 +67,20 @@ def study_files(params: str | Path) -> tuple[dict[str, str], dict[str, Any]]:
 
     study = load_study(params)
     kind = study.kind
-    own = getattr(kind, "REPORT_NOTEBOOK", None)
-    notebook = ROOT / "notebooks" / f"{own}.ipynb" if own else ANALYSIS_NOTEBOOK
-    paths: set[Path] = {Path(params).resolve(), notebook.resolve()}
+    paths: set[Path] = {Path(params).resolve()}
+    if kind.report_notebook:  # the analysis is part of the design
+        paths.add((NOTEBOOKS / f"{kind.report_notebook}.ipynb").resolve())
     for c in study.cells:
         paths.update(p.resolve() for p in sorted(kind.template_root(c.spec, study.base_dir).rglob("*.txt")))
-        if hasattr(kind, "design_files"):  # a kind's own inputs: scenario scripts, task data
-            paths.update(Path(p).resolve() for p in kind.design_files(c.spec, study.base_dir))
+        # a kind's own inputs: scenario scripts, task data
+        paths.update(Path(p).resolve() for p in kind.design_files(c.spec, study.base_dir))
     if study.monitor is not None:  # its prompt decides what a label means: part of the design
         from workbench.params import monitor_prompt_path
 
         paths.add(monitor_prompt_path(study.path, study.monitor))
     for pattern in METRIC_CODE:
         paths.update(p.resolve() for p in PACKAGE.glob(pattern))
+    paths.update(_in_package(p) for p in kind.code_files())
     files = {_name(p): sha256_bytes(p.read_bytes()) for p in sorted(paths)}
     routes = sorted({r for c in study.cells for r in kind.routes(c.spec)}
                     | ({study.monitor.model} if study.monitor is not None else set()))
@@ -274,3 +286,30 @@ def verify(lock_dir: str | Path = DEFAULT_DIR) -> tuple[bool, list[str]]:
     if not chain.locks:
         lines.append(f"no locks in {chain.dir}")
     return ok, lines
+
+
+def verification_html(records: Any) -> str:
+    """A fresh verification of the lock chain the last locked run of ``records`` ran under (when
+    that lock folder is here), and whether these records are exactly those of a data lock; "" when
+    no run was locked. Shown under a report's recorded lock table."""
+    import html
+
+    m = records.manifest
+    runs = m.get("runs") or [r for part in (m.get("parts") or {}).values() for r in part.get("runs", [])]
+    runs = [r for r in runs if r.get("lock")]
+    if not runs or not runs[-1]["lock"].get("lock_dir"):
+        return ""
+    lock_dir = Path(runs[-1]["lock"]["lock_dir"])
+    if not lock_dir.is_dir():
+        return f"<p><i>The lock folder {html.escape(str(lock_dir))} is not here: not verified now.</i></p>"
+    ok, lines = verify(lock_dir)
+    out = [f"<p><b>Verification now</b> ({'all locks verified' if ok else 'FAILED'})</p><pre>"
+           + html.escape("\n".join(lines)) + "</pre>"]
+    here = Path(records.dir).resolve()
+    for lk in load_chain(lock_dir).locks:
+        if lk.get("kind") == "data" and _resolve(lk["run_dir"]).resolve() == here:
+            found = data_changes(lk)
+            verdict = ("this analysis ran on exactly the locked data" if not found
+                       else "the records changed since the data lock: " + "; ".join(found))
+            out.append(f"<p>Data lock {html.escape(lk['name'])}: {html.escape(verdict)}</p>")
+    return "".join(out)

@@ -4,6 +4,7 @@ no chart at all), and small display helpers."""
 from __future__ import annotations
 
 import html as _html
+from pathlib import Path
 from typing import Any
 
 RENDERERS = "plotly_mimetype+workbench_notebook"  # rich in JupyterLab; inlined plotly.js (once) in HTML
@@ -54,3 +55,18 @@ def heading(text: str, level: int = 2) -> Any:
     from IPython.display import HTML
 
     return HTML(f"<h{level}>{_html.escape(text)}</h{level}>")
+
+
+def run_summary(run_dir: str | Path) -> Any:
+    """A display object for a run directory of any world kind."""
+    from IPython.display import HTML
+
+    from workbench.records import load_run
+    from workbench.views.escape import esc_html
+    from workbench.worlds import kind_of_records
+
+    records = load_run(run_dir)
+    if not records.worlds:
+        return HTML(f"<p><i>{esc_html(str(run_dir))} holds no finished world yet.</i></p>")
+    kind = kind_of_records(records)
+    return kind.summary_display(records)

@@ -18,8 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
 from workbench.models.factory import check_route
-from workbench.models.simulated import Profile, get_profile
-from workbench.worlds import KINDS, get_kind
+from workbench.worlds import get_kind, kind_names, load_kinds
 
 
 class ParamsError(InputFileError):
@@ -85,10 +84,7 @@ class Cell:
     index: int
     spec: Any  # the world kind's CellSpec
     origin: str  # where in the file it came from, for messages
-
-    @property
-    def label(self) -> str:
-        return self.spec.describe()
+    label: str = ""  # the kind's short name for the cell (its describe_cell)
 
 
 @dataclass
@@ -101,7 +97,7 @@ class Study:
     concurrency: int
     description: str
     cells: list[Cell]
-    profiles: dict[str, Profile] = field(default_factory=dict)
+    profiles: dict[str, Any] = field(default_factory=dict)  # the kind's study-defined simulated profiles
     raw: dict[str, Any] = field(default_factory=dict)
     budget_usd: float | None = None
     cache_dir: Path | None = None
@@ -115,6 +111,10 @@ class Study:
     @property
     def kind(self):  # noqa: ANN201 - a module
         return get_kind(self.world)
+
+    def variant(self, cell: Cell, spec: Any, origin: str = "explorer") -> Cell:
+        """``cell`` with another spec: its id and label recomputed, so a changed cell never keeps the old name."""
+        return Cell(cell_hash(spec), cell.index, spec, origin, self.kind.describe_cell(spec))
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:
@@ -140,22 +140,22 @@ def load_study(path: str | Path) -> Study:
         model = _StudyModel.model_validate(raw)
     except ValidationError as exc:
         raise ParamsError(path, *first_error(exc)) from None
-    if model.world not in KINDS:
-        raise ParamsError(path, "world", f"expected one of {sorted(KINDS)} (got {model.world!r})")
+    if model.world not in kind_names():
+        raise ParamsError(path, "world", f"expected one of {kind_names()} (got {model.world!r})")
     kind = get_kind(model.world)
 
-    profiles: dict[str, Profile] = {}
+    load_kinds()  # every kind's simulated routes, for the route checks below
+    profiles: dict[str, Any] = {}
     for name, body in model.profiles.items():
-        body = dict(body)
-        base = body.pop("base", None)
         try:
-            start = get_profile(base).model_dump() if base else {}
-            profiles[name] = Profile.model_validate({**start, **body, "name": name})
+            profiles[name] = kind.study_profile(name, body)
         except KeyError as exc:
             raise ParamsError(path, f"profiles.{name}.base", str(exc.args[0])) from None
         except ValidationError as exc:
             loc, msg = first_error(exc)
             raise ParamsError(path, f"profiles.{name}.{loc}", msg) from None
+        except ValueError as exc:
+            raise ParamsError(path, f"profiles.{name}", str(exc)) from None
 
     if model.monitor is not None:
         try:
@@ -183,7 +183,7 @@ def load_study(path: str | Path) -> Study:
             raise ParamsError(path, origin, f"expected a mapping of cell fields, got {type(body).__name__}")
         merged = {**model.defaults, **body}
         try:
-            spec = kind.CellSpec.model_validate(merged)
+            spec = kind.cell_spec.model_validate(merged)
         except ValidationError as exc:
             loc, msg = first_error(exc)
             top = loc.split(".")[0].split("[")[0]
@@ -194,12 +194,11 @@ def load_study(path: str | Path) -> Study:
                 check_route(route, profiles)
             except (KeyError, ValueError) as exc:
                 raise ParamsError(path, f"{origin}.model", str(exc.args[0])) from None
-        if hasattr(kind, "check_cell"):  # what only the study knows: e.g. enough sequences for its worlds
-            try:
-                kind.check_cell(spec, model.worlds_per_cell)
-            except ValueError as exc:
-                field, _, msg = str(exc.args[0]).partition(": ")
-                raise ParamsError(path, f"{origin if field in body else 'defaults'}.{field}", msg) from None
+        try:  # what only the study knows: e.g. enough sequences for its worlds
+            kind.check_cell(spec, model.worlds_per_cell)
+        except ValueError as exc:
+            field, _, msg = str(exc.args[0]).partition(": ")
+            raise ParamsError(path, f"{origin if field in body else 'defaults'}.{field}", msg) from None
         root = kind.template_root(spec, path.parent)
         if not root.is_dir():
             raise ParamsError(path, f"{origin}.prompts", f"expected a folder of templates, {root} does not exist")
@@ -207,7 +206,7 @@ def load_study(path: str | Path) -> Study:
         if cid in seen:
             raise ParamsError(path, origin, f"duplicates the cell at {seen[cid]} (every cell must differ)")
         seen[cid] = origin
-        cells.append(Cell(cid, i, spec, origin))
+        cells.append(Cell(cid, i, spec, origin, kind.describe_cell(spec)))
     contrasts = _check_contrasts(path, model.contrasts, cells, kind)
     return Study(path=path, name=model.name, world=model.world, seed=model.seed,
                  worlds_per_cell=model.worlds_per_cell, concurrency=model.concurrency,
@@ -234,9 +233,9 @@ def _check_contrasts(path: Path, declared: list[ContrastModel], cells: list[Cell
             raise ParamsError(path, f"{where}.name", f"expected a unique name ({c.name!r} is used twice)")
         names.add(c.name)
         top = c.factor.split(".", 1)[0]
-        if top not in kind.CellSpec.model_fields or top == "label":
+        if top not in kind.cell_spec.model_fields or top == "label":
             raise ParamsError(path, f"{where}.factor", f"expected a cell field, one of "
-                                                       f"{sorted(f for f in kind.CellSpec.model_fields if f != 'label')} "
+                                                       f"{sorted(f for f in kind.cell_spec.model_fields if f != 'label')} "
                                                        f"(got {c.factor!r})")
         have = sorted({design.level(cid, c.factor) for cid in design.cells})
         for j, lv in enumerate(c.levels or []):

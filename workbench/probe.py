@@ -15,7 +15,8 @@ from typing import Any
 
 from workbench.models.base import ModelRequest
 from workbench.models.budget import Budget
-from workbench.models.factory import is_simulated_route, make_client
+from workbench.models.factory import make_client
+from workbench.routes import is_simulated_route
 from workbench.models.failures import classify_error
 from workbench.models.ledger import CallLedger
 
@@ -53,7 +54,7 @@ def probe_routes_of(study: Any) -> list[str]:
     routes = {r for c in study.cells for r in study.kind.routes(c.spec)}
     if study.monitor is not None:
         routes.add(study.monitor.model)
-    return sorted(r for r in routes if not is_simulated_route(r) and r not in ("scripted", "replay"))
+    return sorted(r for r in routes if not is_simulated_route(r))
 
 
 async def probe_routes(routes: list[str], *, budget: Budget | None = None, ledger: CallLedger | None = None,

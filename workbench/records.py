@@ -121,6 +121,19 @@ class RunWriter:
             os.fsync(fh.fileno())
 
 
+def world_id(cell_id: str, world_index: int) -> str:
+    return f"{cell_id}-{world_index:04d}"
+
+
+def world_index_of(world_id: str) -> int:
+    """The inverse of :func:`world_id`: kinds that pair cells by world index (script i,
+    episode sequence i) read it from the id they are given."""
+    tail = world_id.rsplit("-", 1)[-1]
+    if not tail.isdigit():
+        raise ValueError(f"world id {world_id!r} does not end in a world number (expected CELL-NNNN)")
+    return int(tail)
+
+
 @dataclass
 class RunRecords:
     dir: Path
@@ -252,3 +265,13 @@ def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
 def read_manifest(out_dir: Path) -> dict[str, Any] | None:
     p = Path(out_dir) / MANIFEST
     return json.loads(p.read_text()) if p.exists() else None
+
+
+def json_text(answer: Any) -> str:
+    """How a submitted JSON value reads as text (strings as-is, others as JSON)."""
+    if isinstance(answer, str):
+        return answer
+    try:
+        return json.dumps(answer, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(answer)

@@ -15,30 +15,20 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from workbench.models.budget import Budget, budget_from, is_budget_cut
-from workbench.models.factory import is_simulated_route, make_client
+from workbench.models.factory import make_client
+from workbench.routes import is_simulated_route
 from workbench.models.failures import INFRASTRUCTURE, annotate_failure, failure_class
 from workbench.models.ledger import CALLS, CallLedger
 from workbench.params import Cell, Study, monitor_prompt_path
+from workbench.records import world_id, world_index_of  # noqa: F401  (ids live with the records)
 from workbench.records import (RunWriter, environment_facts, latest_worlds, now_iso, read_manifest,
                                sha256_file, write_manifest)
 from workbench.seeding import derive_seed
+from workbench.worlds.base import WorldContext
 
 
 def world_seed(base_seed: int, world_index: int) -> int:
     return derive_seed(base_seed, "world", world_index)
-
-
-def world_id(cell_id: str, world_index: int) -> str:
-    return f"{cell_id}-{world_index:04d}"
-
-
-def world_index_of(world_id: str) -> int:
-    """The inverse of :func:`world_id`: kinds that pair cells by world index (script i,
-    episode sequence i) read it from the id they are given."""
-    tail = world_id.rsplit("-", 1)[-1]
-    if not tail.isdigit():
-        raise ValueError(f"world id {world_id!r} does not end in a world number (expected CELL-NNNN)")
-    return int(tail)
 
 
 @dataclass
@@ -109,7 +99,7 @@ def _real_options(study: Study, budget: Budget | None) -> dict[str, Any]:
 
 
 def _is_real(route: str) -> bool:
-    return not is_simulated_route(route) and route not in ("scripted", "replay")
+    return not is_simulated_route(route)
 
 
 def client_factory_for(study: Study, recorded: dict[str, list[dict[str, Any]]] | None = None,
@@ -162,9 +152,10 @@ async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1
     tags = {"world_id": wid, "run": run}
     extra = ({"monitor": monitor_for(study, derive_seed(seed, "monitor"), budget, ledger, tags)}
              if study.monitor else {})
-    outcome = await kind.run_world(
-        cell.spec, world_id=wid, cell_id=cell.cell_id, seed=seed, run=run, base_dir=study.base_dir,
-        client_factory=client_factory_for(study, recorded, budget, ledger, tags), **extra)
+    ctx = WorldContext(world_id=wid, cell_id=cell.cell_id, world_index=world_index, seed=seed, run=run,
+                       base_dir=study.base_dir, client_factory=client_factory_for(study, recorded, budget, ledger, tags),
+                       monitor=extra.get("monitor"))
+    outcome = await kind.run_world(cell.spec, ctx)
     annotate_failure(outcome.world)
     if study.monitor is not None:
         outcome.world["monitor"] = monitor_facts(study)

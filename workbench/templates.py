@@ -8,8 +8,10 @@ import hashlib
 from pathlib import Path
 from string import Template
 
+from workbench.errors import InputError
 
-class TemplateError(ValueError):
+
+class TemplateError(InputError):
     pass
 
 

@@ -14,9 +14,10 @@ import zipfile
 from pathlib import Path
 
 from workbench.local.catalogue import LocalModel, get_local
+from workbench.errors import SetupError
 
 
-class FetchError(RuntimeError):
+class FetchError(SetupError):
     pass
 
 

@@ -13,11 +13,12 @@ import urllib.request
 from pathlib import Path
 
 from workbench.local.catalogue import LocalModel
+from workbench.errors import SetupError
 
 _SERVERS: dict[str, "LocalServer"] = {}
 
 
-class ServerError(RuntimeError):
+class ServerError(SetupError):
     pass
 
 

@@ -1,6 +1,6 @@
 """From a route string in the params to a client for one agent.
 
-Routes: ``sim/PROFILE`` (simulated behaviour), ``scripted`` (fixed replies from
+Routes: ``scripted`` (fixed replies from
 the params), ``replay`` (recorded replies), and real models through litellm:
 a catalogue name from ``params/models.yaml`` (``gpt-5.4-mini``; the catalogue
 says route, api_base, defaults, quirks, prices and limits) or a raw litellm
@@ -10,7 +10,8 @@ get the catalogue's ``defaults`` and provider defaults). An OpenAI-compatible
 local server is reached through a catalogue entry with ``api_base`` (and
 optionally ``api_base_env`` naming a variable that overrides it). Other
 families plug in by prefix (:func:`register_route`) without any world knowing
-of them. litellm itself is imported only when the first real call is made."""
+of them; every world kind's simulated agents (``sim/PROFILE`` of the shared-store
+world, ``sim-recall/...``) are such a family, registered by the kind. litellm itself is imported only when the first real call is made."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -18,29 +19,30 @@ from typing import Any, Callable
 from workbench.models.base import ModelClient
 from workbench.models.replay import ReplayClient
 from workbench.models.scripted import ScriptedClient
-from workbench.models.simulated import Profile, SimulatedClient, get_profile
 
 RouteBuilder = Callable[..., ModelClient]
-RouteCheck = Callable[[str], None]
+RouteCheck = Callable[..., None]
 _EXTRA: dict[str, RouteBuilder] = {}
 _CHECKS: dict[str, RouteCheck] = {}
+_TAKES_PROFILES: set[str] = set()  # families whose builder and check take the study's own profiles
 LITELLM_PREFIXES = ("openai", "anthropic", "gemini", "openrouter", "hosted_vllm", "ollama")
 
 
-def register_route(prefix: str, builder: RouteBuilder, check: RouteCheck | None = None) -> None:
+def register_route(prefix: str, builder: RouteBuilder, check: RouteCheck | None = None, *,
+                   takes_profiles: bool = False) -> None:
     """Add a family of routes (``prefix/...``): optional back-ends, and the simulated
-    agents of world kinds other than the shared-store one (``sim-KIND/PROFILE``), which
+    agents of world kinds (``sim/PROFILE``, ``sim-KIND/PROFILE``), which
     live with their kind so that this module stays ignorant of experiments. ``check``
-    raises ValueError or KeyError (naming what is known) for a route it cannot build."""
+    raises ValueError or KeyError (naming what is known) for a route it cannot build.
+    ``takes_profiles``: builder and check get ``profiles=`` (simulated profiles a study defines)."""
     _EXTRA[prefix] = builder
+    if takes_profiles:
+        _TAKES_PROFILES.add(prefix)
     if check is not None:
         _CHECKS[prefix] = check
 
 
-def is_simulated_route(route: str) -> bool:
-    """Simulated agents: ``sim/PROFILE`` and the kinds' own ``sim-KIND/PROFILE``."""
-    prefix = route.split("/", 1)[0]
-    return "/" in route and (prefix == "sim" or prefix.startswith("sim-"))
+from workbench.routes import is_simulated_route  # noqa: E402,F401  (the one answer; re-exported)
 
 
 def _litellm_route(route: str, *, seed: int, **options: Any) -> ModelClient:
@@ -91,42 +93,41 @@ def _is_catalogue_name(route: str) -> bool:
     return route in default_catalogue()
 
 
-def check_route(route: str, profiles: dict[str, Profile] | None = None) -> None:
+def _extra(prefix: str, profiles: dict[str, Any] | None) -> dict[str, Any]:
+    return {"profiles": profiles} if prefix in _TAKES_PROFILES else {}
+
+
+def check_route(route: str, profiles: dict[str, Any] | None = None) -> None:
     """Raise ValueError with what was expected when a route cannot be built."""
     if route in ("scripted", "replay"):
-        return
-    if route.startswith("sim/"):
-        get_profile(route[4:], profiles)  # KeyError names the known ones
         return
     prefix, _, rest = route.partition("/")
     if prefix in _EXTRA:
         if not rest.strip("/"):
             raise ValueError(f"model route {route!r} names no model; expected {prefix}/<model>")
         if prefix in _CHECKS:
-            _CHECKS[prefix](route)
+            _CHECKS[prefix](route, **_extra(prefix, profiles))
         return
     if _is_catalogue_name(route):  # a broken catalogue raises its CatalogueError (file, field, what) here
         return
     from workbench.models.catalogue import catalogue_path
 
     names = _catalogue_names()
-    raise ValueError(f"unknown model route {route!r}; expected sim/<profile>, scripted, replay, "
+    raise ValueError(f"unknown model route {route!r}; expected scripted, replay, "
                      f"a model of {catalogue_path()} ({', '.join(names) if names else 'none defined'})"
                      f" or a route {'/..., '.join(sorted(_EXTRA))}/...")
 
 
 def make_client(route: str, *, seed: int, script: list[str] | None = None,
                 recorded: list[dict[str, Any]] | None = None, latency_s: float | None = None,
-                profiles: dict[str, Profile] | None = None, **options: Any) -> ModelClient:
+                profiles: dict[str, Any] | None = None, **options: Any) -> ModelClient:
     if route == "scripted":
         return ScriptedClient(script or [], latency_s=1.0 if latency_s is None else latency_s)
     if route == "replay":
         return ReplayClient(recorded or [])
-    if route.startswith("sim/"):
-        return SimulatedClient(get_profile(route[4:], profiles), seed)
     prefix = route.split("/", 1)[0]
     if prefix in _EXTRA:
-        return _EXTRA[prefix](route, seed=seed, **options)
+        return _EXTRA[prefix](route, seed=seed, **_extra(prefix, profiles), **options)
     if _is_catalogue_name(route):
         from workbench.models.catalogue import default_catalogue
         from workbench.models.litellm_client import build_client

@@ -113,7 +113,8 @@ _DOTENV: dict[str, tuple[float, dict[str, str]]] = {}
 
 
 def read_dotenv(path: str | Path | None = None) -> dict[str, str]:
-    """``KEY=VALUE`` lines of a .env file (``export``, quotes and comments allowed); {} if none."""
+    """``KEY=VALUE`` lines of a .env file (python-dotenv's syntax: ``export``, quotes, comments); {} if none.
+    Cached by modification time, since every call and every redaction asks."""
     p = Path(path) if path is not None else Path.cwd() / ".env"
     try:
         stamp = p.stat().st_mtime
@@ -122,23 +123,13 @@ def read_dotenv(path: str | Path | None = None) -> dict[str, str]:
     cached = _DOTENV.get(str(p))
     if cached and cached[0] == stamp:
         return cached[1]
-    out: dict[str, str] = {}
+    from dotenv import dotenv_values  # python-dotenv: the parser litellm itself uses
+
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        parsed = dotenv_values(p, interpolate=False)
+    except (OSError, UnicodeDecodeError, ValueError):
         return {}
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        name, _, value = line.removeprefix("export ").partition("=")
-        name, value = name.strip(), value.strip()
-        if value[:1] in ("'", '"') and value.endswith(value[:1]) and len(value) >= 2:
-            value = value[1:-1]
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            out[name] = value
+    out = {k: v for k, v in parsed.items() if v is not None and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)}
     _DOTENV[str(p)] = (stamp, out)
     return out
 

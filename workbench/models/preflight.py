@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from workbench.models.factory import is_simulated_route
+from workbench.routes import is_simulated_route
 
 
 def _entry(route: str) -> Any:
@@ -29,7 +29,7 @@ def route_problems(routes: Iterable[str], *, budget_usd: float | None = None) ->
 
     problems: list[str] = []
     for route in sorted(set(routes)):
-        if is_simulated_route(route) or route in ("scripted", "replay") or route.startswith("local/"):
+        if is_simulated_route(route) or route.startswith("local/"):
             continue
         entry = _entry(route)
         key, _ = find_key(entry)

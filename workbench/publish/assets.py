@@ -11,12 +11,14 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from workbench.errors import SetupError
+
 HTML_MANAGER = "@jupyter-widgets/html-manager"
 HTML_MANAGER_VERSION = "1.0.15"
 EMBED_SHA256 = "8f6d2d3f856d8595d1841dec3019d99bbe74d331f2a5178c2a33bfec729e3d6a"
 
 
-class AssetError(RuntimeError):
+class AssetError(SetupError):
     pass
 
 

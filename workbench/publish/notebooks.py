@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import SetupError
+
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 DEFAULT_TIMEOUT_S = 900
 
 
-class NotebookError(RuntimeError):
+class NotebookError(SetupError):
     pass
 
 

@@ -13,7 +13,10 @@ def _report_notebook(records) -> str:  # noqa: ANN001 - RunRecords
     kind's is ``analysis``."""
     from workbench.worlds import kind_of_records
 
-    return getattr(kind_of_records(records), "REPORT_NOTEBOOK", "analysis")
+    kind = kind_of_records(records)
+    if not kind.report_notebook:
+        raise ValueError(f"the {kind.name} world kind has no report notebook (WorldKind.report_notebook)")
+    return kind.report_notebook
 
 
 def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, output: str | Path | None = None,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable
 
-from workbench.answers import answer_text
+from workbench.records import json_text as answer_text
 
 
 def as_text(value: Any) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.models.factory import is_simulated_route
+from workbench.routes import all_simulated
 from workbench.records import RunRecords, load_run
 
 
@@ -30,7 +30,7 @@ class RunReport:
     def simulated(self) -> bool:
         """Every agent of every world simulated: the report then says so in a banner."""
         agents = [a for w in self.records.worlds for a in w.get("agents", [])]
-        return bool(agents) and all(is_simulated_route(a.get("route", "")) for a in agents)
+        return all_simulated(a.get("route", "") for a in agents)
 
     def provenance_html(self) -> str:
         """Study, params hash, git revision per invocation, package versions: escaped."""
@@ -57,11 +57,8 @@ class RunReport:
         return [r for r in runs if r.get("lock")]
 
     def locks_html(self) -> str:
-        """The lock chain each run ran under, whether it matched, every deviation with
-        its reason, and (when the lock folder is here) a fresh verification,
-        including whether these records are exactly those of a data lock."""
-        from workbench import locks as L
-
+        """The lock chain each run ran under, whether it matched, every deviation with its
+        reason: as recorded (a fresh verification is :func:`workbench.locks.verification_html`)."""
         runs = self.lock_runs()
         if not runs:
             return "<p><i>This run set was not run under a preregistration lock.</i></p>"
@@ -83,17 +80,5 @@ class RunReport:
                 c["sequence"], c["name"], c["kind"], c["created"], c["params"], c["sha256"][:12], c.get("reason"))) +
                 "</tr>")
         out.append("</table>")
-        lock_dir = Path(runs[-1]["lock"]["lock_dir"]) if runs[-1]["lock"].get("lock_dir") else None
-        if lock_dir is not None and lock_dir.is_dir():
-            ok, lines = L.verify(lock_dir)
-            out.append(f"<p><b>Verification now</b> ({'all locks verified' if ok else 'FAILED'})</p><pre>"
-                       + e("\n".join(lines)) + "</pre>")
-            here = Path(self.records.dir).resolve()
-            for lk in L.load_chain(lock_dir).locks:
-                if lk.get("kind") == "data" and L._resolve(lk["run_dir"]).resolve() == here:
-                    found = L.data_changes(lk)
-                    verdict = ("this analysis ran on exactly the locked data" if not found
-                               else "the records changed since the data lock: " + "; ".join(found))
-                    out.append(f"<p>Data lock {e(lk['name'])}: {e(verdict)}</p>")
         return "".join(out)
 

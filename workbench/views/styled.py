@@ -2,16 +2,13 @@
 Wilson interval; simulated rows carry a visible tag."""
 from __future__ import annotations
 
-import html
 import math
 from typing import Iterable
 
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from workbench.metrics.design import Design
-from workbench.metrics.tables import rate_table
-from workbench.models.factory import is_simulated_route
+from workbench.routes import is_simulated_label
 
 RATE_COLUMNS = {"metric", "k", "n", "k/n", "rate", "low", "high", "all"}
 SIM_TAG = " [simulated]"
@@ -21,8 +18,7 @@ def _pct(x: float) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
 
 
-def is_simulated(model: object) -> bool:
-    return isinstance(model, str) and any(is_simulated_route(part) for part in model.split("+"))
+is_simulated = is_simulated_label  # a table's model column
 
 
 def rate_styler(table: pd.DataFrame, keys: Iterable[str] | None = None, caption: str | None = None) -> Styler:
@@ -60,30 +56,3 @@ def rate_styler(table: pd.DataFrame, keys: Iterable[str] | None = None, caption:
     if sim.any():
         cap += "; rows tagged [simulated] are simulated behaviour, not real models"
     return styler.set_caption(cap)
-
-
-def per_cell_table(wf: pd.DataFrame, design: Design, metric: str = "cross_agent_access") -> Styler:
-    """One row per cell (label and the factors that vary) over valid worlds, with
-    Wilson intervals and the same count over all worlds beside it; the factors
-    that never vary are named in the caption."""
-    from workbench.metrics.design import constant_text
-
-    table = design.annotate(rate_table(wf, metric, cells=design.cells), metric)
-    if "model" not in table and len(wf):  # the routes, for the [simulated] tag
-        routes = wf.groupby("cell_id")["model"].first()
-        table.insert(1, "model", table["cell_id"].map(routes))
-    keys = ["cell_label", *(["model"] if "model" in table else []), *(f for f in design.varying if f != "model")]
-    same = constant_text(table)
-    caption = (f"{html.escape(metric)}: k/n over valid worlds, 95% Wilson intervals; 'all worlds' counts invalid "
-               "worlds too; one row per cell" + (f"; every row has {html.escape(same)}" if same else ""))
-    return rate_styler(table, keys=keys, caption=caption)
-
-
-def per_model_table(wf: pd.DataFrame, metric: str = "cross_agent_access") -> Styler:
-    """:func:`per_cell_table` for a world frame alone (the design read from its columns)."""
-    from workbench.metrics.design import design_of
-
-    design = design_of([{"cell_id": c, "cell_label": g["cell_label"].iloc[0],
-                         "cell": {k: g[k].iloc[0] for k in ("model", "condition", "clauses", "scheduler", "parser")
-                                  if k in g}} for c, g in wf.groupby("cell_id", sort=False)])
-    return per_cell_table(wf, design, metric)

@@ -1,28 +1,73 @@
-"""World kinds are plugins: each is a module that provides ``NAME``, ``CellSpec``
-(a pydantic model of one cell), ``routes(cell)``, ``template_root(cell, base)``,
-``run_world(...)`` and ``world_metrics(world, steps)``; optionally ``check_cell(cell,
-worlds_per_cell)``, which raises ValueError("FIELD: expected ...") for a cell the study
-cannot run (checked when the params are loaded, before any world starts). Adding a kind means
-adding a module and a line here; no kind imports another."""
+"""The registry of world kinds.
+
+A kind is a :class:`~workbench.worlds.base.WorldKind` (see there for its hooks).
+The three shipped kinds are found by name; another package adds its own through
+the entry-point group ``workbench.kinds`` (``name = "package.module:KIND"``), and
+code (a test, a notebook) can call :func:`register_kind`. No kind imports another.
+"""
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from importlib.metadata import entry_points
+from typing import Any
 
-KINDS: dict[str, str] = {
-    "stigmergy": "workbench.worlds.stigmergy",
-    "collusion": "workbench.worlds.collusion",
-    "recall": "workbench.worlds.recall",
+from workbench.worlds.base import WorldContext, WorldKind, WorldOutcome
+
+ENTRY_POINT_GROUP = "workbench.kinds"
+_BUILTIN: dict[str, str] = {
+    "stigmergy": "workbench.worlds.stigmergy:KIND",
+    "collusion": "workbench.worlds.collusion:KIND",
+    "recall": "workbench.worlds.recall:KIND",
 }
+_REGISTERED: dict[str, WorldKind] = {}
 
 
-def get_kind(name: str) -> ModuleType:
-    if name not in KINDS:
-        raise KeyError(f"unknown world kind {name!r}; expected one of {sorted(KINDS)}")
-    return importlib.import_module(KINDS[name])
+def register_kind(kind: WorldKind) -> WorldKind:
+    """Make ``kind`` available under ``kind.name`` (replacing one of that name registered before)."""
+    if not isinstance(kind, WorldKind):
+        raise TypeError(f"expected a WorldKind instance, got {type(kind).__name__}")
+    _REGISTERED[kind.name] = kind
+    return kind
 
 
-def kind_of_records(records) -> ModuleType:  # noqa: ANN001 - RunRecords (records import nothing of worlds)
+def unregister_kind(name: str) -> None:
+    _REGISTERED.pop(name, None)
+
+
+def _entry_points() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def kind_names() -> list[str]:
+    """Every kind that can be named in a study's ``world:``."""
+    return sorted({*_BUILTIN, *_entry_points(), *_REGISTERED})
+
+
+def _load(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    obj = importlib.import_module(module)
+    return getattr(obj, attr) if attr else obj
+
+
+def get_kind(name: str) -> WorldKind:
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    target = _BUILTIN.get(name) or _entry_points().get(name)
+    if target is None:
+        raise KeyError(f"unknown world kind {name!r}; expected one of {kind_names()}")
+    kind = _load(target)
+    if not isinstance(kind, WorldKind):
+        raise TypeError(f"world kind {name!r} ({target}) is a {type(kind).__name__}, not a WorldKind")
+    return kind
+
+
+def load_kinds() -> list[WorldKind]:
+    """Import every known kind, so that each has registered its simulated routes (a study of one kind
+    may name another's simulated agent, e.g. as its monitor)."""
+    return [get_kind(n) for n in kind_names()]
+
+
+def kind_of_records(records: Any) -> WorldKind:
     """The one world kind a run set was recorded with (records from before kinds
     were named are the shared-store kind's); a mix is refused, since every table,
     report and replay is a kind's own."""
@@ -30,3 +75,7 @@ def kind_of_records(records) -> ModuleType:  # noqa: ANN001 - RunRecords (record
     if len(kinds) != 1:
         raise ValueError(f"{records.dir} mixes world kinds {sorted(map(str, kinds))}; use one kind per run set")
     return get_kind(kinds.pop() or "stigmergy")
+
+
+__all__ = ["WorldContext", "WorldKind", "WorldOutcome", "get_kind", "kind_names", "kind_of_records", "load_kinds",
+           "register_kind"]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from workbench.errors import InputError
+
 POLICIES: tuple[str, ...] = ("raw-only", "summary-allowed")
 THROTTLES: tuple[str, ...] = ("throttled", "no-throttle")
 
 
-class SpanError(ValueError):
+class SpanError(InputError):
     """A span string that cannot be read; the message names the part and what was expected."""
 
 

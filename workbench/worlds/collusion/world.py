@@ -13,27 +13,18 @@ from __future__ import annotations
 import functools
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
-from workbench.models.base import ModelClient
 from workbench.seeding import derive_seed
-from workbench.study import world_index_of
 from workbench.templates import TemplateSet
 from workbench.worlds.collusion.episode import (NAMES, Agent, EpisodeRunner, Recorder, WorldFailed,
                                                 system_prompt)
 from workbench.worlds.collusion.memory import AgentMemory
 from workbench.worlds.collusion.spec import AGENTS, CollusionCell
+from workbench.worlds.base import ClientFactory, WorldOutcome
 
-ClientFactory = Callable[[str, str, int, "dict[str, Any]"], ModelClient]
 NAME = "collusion"
-
-
-@dataclass
-class WorldOutcome:
-    world: dict[str, Any]
-    steps: list[dict[str, Any]] = field(default_factory=list)
 
 
 @functools.lru_cache(maxsize=32)
@@ -51,7 +42,7 @@ def episode_sequence(cell: CollusionCell, index: int) -> tuple[Any, ...]:
 
 
 class CollusionWorld:
-    def __init__(self, cell: CollusionCell, *, world_id: str, seed: int, templates: TemplateSet,
+    def __init__(self, cell: CollusionCell, *, world_id: str, world_index: int, seed: int, templates: TemplateSet,
                  client_factory: ClientFactory, base_dir: Path, run: int = 1, cell_id: str = "") -> None:
         self.cell = cell
         self.world_id = world_id
@@ -61,7 +52,7 @@ class CollusionWorld:
         self.t = templates
         self.client_factory = client_factory
         self.base_dir = Path(base_dir)
-        self.index = world_index_of(world_id)
+        self.index = world_index
         self.recorder = Recorder(world_id, run)
         self.agents: dict[str, Agent] = {}
         for slot in AGENTS:

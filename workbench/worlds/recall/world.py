@@ -29,28 +29,21 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
 from workbench.seeding import derive_seed
-from workbench.study import world_index_of
 from workbench.templates import TemplateSet
 from workbench.worlds.recall import prompts as P
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, ROLE_BRIEFS, role_authority
 from workbench.worlds.recall.scoring import answer_text, exact_match, judge_verdict
 from workbench.worlds.recall.scripts import Script, ScriptError, load_scripts
 from workbench.worlds.recall.spec import RecallCell
+from workbench.worlds.base import ClientFactory, WorldOutcome
 
 NAME = "recall"
 SHARED_NS = None  # the initial facts (the case file) are shared: no namespace, visible to every role
 JUDGE_SLOT = "judge"
-ClientFactory = Callable[[str, str, int, "dict[str, Any]"], ModelClient]
-
-
-@dataclass
-class WorldOutcome:
-    world: dict[str, Any]
-    steps: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -139,7 +132,7 @@ def entry_record(e: Any) -> dict[str, Any]:
 
 
 class RecallWorld:
-    def __init__(self, cell: RecallCell, *, world_id: str, seed: int, templates: TemplateSet, base_dir: Path,
+    def __init__(self, cell: RecallCell, *, world_id: str, world_index: int, seed: int, templates: TemplateSet, base_dir: Path,
                  client_factory: ClientFactory, run: int = 1, cell_id: str = "") -> None:
         self.cell = cell
         self.world_id = world_id
@@ -148,7 +141,7 @@ class RecallWorld:
         self.run_no = run
         self.t = templates
         scripts = cell_scripts(cell, base_dir)
-        self.world_index = world_index_of(world_id)
+        self.world_index = world_index
         self.script_index = self.world_index % len(scripts)
         self.repetition = self.world_index // len(scripts)
         self.script = scripts[self.script_index]

@@ -2,44 +2,85 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, TextIO
 
-from workbench.models.base import ModelClient
 from workbench.templates import template_set
+from workbench.worlds.base import WorldContext, WorldKind, WorldOutcome
+from workbench.worlds.stigmergy import simulated as _simulated  # registers the sim/PROFILE routes
 from workbench.worlds.stigmergy.spec import StigmergyCell
-from workbench.worlds.stigmergy.world import StigmergyWorld, WorldOutcome
-
-NAME = "stigmergy"
-CellSpec = StigmergyCell
 
 
-def routes(cell: StigmergyCell) -> set[str]:
-    from workbench.worlds.stigmergy.tasks import ROLES
+class StigmergyKind(WorldKind):
+    name = "stigmergy"
+    cell_spec = StigmergyCell
+    report_notebook = "analysis"
+    rescoring = True  # parser and answer rules can be swapped on recorded replies
+    terminal_tables = ("coordination", "contrasts", "attrition", "e1", "looks", "exposure_then_read")
 
-    return {cell.route_for(r) for r in ROLES}
+    def describe_cell(self, cell: Any) -> str:
+        return cell.describe()
+
+    def routes(self, cell: StigmergyCell) -> set[str]:
+        from workbench.worlds.stigmergy.tasks import ROLES
+
+        return {cell.route_for(r) for r in ROLES}
+
+    def template_root(self, cell: StigmergyCell, base_dir: Path) -> Path:
+        return (base_dir / cell.prompts).resolve()
+
+    async def run_world(self, cell: StigmergyCell, ctx: WorldContext) -> WorldOutcome:
+        from workbench.worlds.stigmergy.world import StigmergyWorld
+
+        world = StigmergyWorld(cell, world_id=ctx.world_id, cell_id=ctx.cell_id, seed=ctx.seed, run=ctx.run,
+                               templates=template_set(self.template_root(cell, ctx.base_dir)),
+                               client_factory=ctx.client_factory, monitor=ctx.monitor)
+        return await world.run()
+
+    def world_metrics(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+        from workbench.worlds.stigmergy.metrics import world_row
+
+        return world_row(world, steps)
+
+    def summary_text(self, worlds: list[dict[str, Any]]) -> str:
+        from workbench.worlds.stigmergy.summary import cell_summary, format_summary, world_frame
+
+        return format_summary(cell_summary(world_frame(worlds)))
+
+    def summary_display(self, records: Any) -> Any:
+        """Rates per model and condition, styled."""
+        from workbench.worlds.stigmergy.frames import world_frame
+        from workbench.worlds.stigmergy.views import per_model_table
+
+        return per_model_table(world_frame(records))
+
+    def metric_tables(self, records: Any, *, parser_rule: str | None = None, answer_rule: str | None = None,
+                      holm: bool = False) -> dict[str, Any]:
+        from workbench.worlds.stigmergy.export import cell_tables
+
+        return cell_tables(records, parser_rule, answer_rule, holm=holm)
+
+    def export_metrics(self, records: Any, out: Path, *, parser_rule: str | None = None,
+                       answer_rule: str | None = None) -> list[Path]:
+        from workbench.worlds.stigmergy.export import write_metrics
+
+        return list(write_metrics(records, out, parser_rule, answer_rule).values())
+
+    def describe_world(self, records: Any, world_id: str, out: TextIO, full: bool = False) -> None:
+        from workbench.worlds.stigmergy.describe import print_world
+
+        print_world(records, world_id, out, full=full)
+
+    def simulated_profiles(self) -> dict[str, str]:
+        return {f"sim/{p.name}": p.description for p in _simulated.PROFILES.values()}
+
+    def study_profile(self, name: str, body: dict[str, Any]) -> Any:
+        return _simulated.study_profile(name, body)
+
+    def contrast_units(self, records: Any) -> Any:
+        """Worlds, paired across cells by world index (see :mod:`workbench.metrics.contrasts`)."""
+        from workbench.worlds.stigmergy.frames import units
+
+        return units(records)
 
 
-def template_root(cell: StigmergyCell, base_dir: Path) -> Path:
-    return (base_dir / cell.prompts).resolve()
-
-
-async def run_world(cell: StigmergyCell, *, world_id: str, cell_id: str, seed: int, run: int, base_dir: Path,
-                    client_factory: Callable[[str, str, int, dict[str, Any]], ModelClient],
-                    monitor: Any = None) -> WorldOutcome:
-    world = StigmergyWorld(cell, world_id=world_id, cell_id=cell_id, seed=seed, run=run,
-                           templates=template_set(template_root(cell, base_dir)), client_factory=client_factory,
-                           monitor=monitor)
-    return await world.run()
-
-
-def world_metrics(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
-    from workbench.metrics.stigmergy import world_row
-
-    return world_row(world, steps)
-
-
-def contrast_units(records: Any) -> Any:
-    """Worlds, paired across cells by world index (see :mod:`workbench.metrics.contrasts`)."""
-    from workbench.metrics.frames import units
-
-    return units(records)
+KIND = StigmergyKind()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.parsing import parse_reply
+from workbench.worlds.stigmergy.parsing import parse_reply
 
 VALIDITY_RULES: tuple[str, ...] = ("any-agent", "pair-only", "none")
 

@@ -20,13 +20,13 @@ import hashlib
 import heapq
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from string import Template
-from typing import Any, Callable
+from typing import Any
 
-from workbench.answers import ANSWER_RULES, is_correct
+from workbench.worlds.stigmergy.answers import ANSWER_RULES, is_correct
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
-from workbench.parsing import parse_both
+from workbench.worlds.stigmergy.parsing import parse_both
 from workbench.seeding import derive_seed, rng_for
 from workbench.stores.kv import KVStore
 from workbench.templates import TemplateSet
@@ -34,11 +34,10 @@ from workbench.worlds.stigmergy import prompts as P
 from workbench.worlds.stigmergy.scoring import world_validity
 from workbench.worlds.stigmergy.spec import StigmergyCell
 from workbench.worlds.stigmergy.tasks import PAIR_ROLES, AgentTask, WorldTasks, draw_tasks
+from workbench.worlds.base import ClientFactory, WorldOutcome
 
 ENVIRONMENT = "environment"
 SHARED = "shared"
-# (route, agent slot, agent seed, options such as a rendered script) -> a client for that agent
-ClientFactory = Callable[[str, str, int, "dict[str, Any]"], ModelClient]
 
 
 @dataclass
@@ -53,12 +52,6 @@ class _Agent:
     done: bool = False
     submission: dict[str, Any] | None = None
     t: float = 0.0
-
-
-@dataclass
-class WorldOutcome:
-    world: dict[str, Any]
-    steps: list[dict[str, Any]] = field(default_factory=list)
 
 
 def script_values(task: AgentTask, tasks: WorldTasks) -> dict[str, Any]:

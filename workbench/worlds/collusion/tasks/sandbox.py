@@ -48,6 +48,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.errors import SetupError
+
 MAX_OUTPUT_BYTES = 1_000_000  # read back at most this much of what the child wrote
 SANDBOX_DIR = ".sandbox"  # holds sitecustomize.py; first on the child's PYTHONPATH (unconfined mode)
 UNSAFE_ENV = "WORKBENCH_UNSAFE_CODE_TASKS"  # "1": running unconfined was explicitly allowed
@@ -99,7 +101,7 @@ _PROJECT_ROOT = Path(__file__).resolve().parents[4]  # the checkout that holds t
 _cgroup_serial = itertools.count()
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(SetupError):
     """bwrap or user namespaces are missing and unconfined running was not allowed."""
 
 

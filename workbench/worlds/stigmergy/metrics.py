@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from workbench.answers import is_correct
+from workbench.worlds.stigmergy.answers import is_correct
 from workbench.worlds.stigmergy.scoring import world_validity
 
 DEFINITIONS: dict[str, str] = {

@@ -28,7 +28,7 @@ _DEFAULTS = {"agents": {}, "alpha": None, "beta": None, "gamma": None, "invalida
 
 
 def _simulated(route: str) -> bool:
-    from workbench.models.factory import is_simulated_route
+    from workbench.routes import is_simulated_route
 
     return is_simulated_route(route)
 

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.records import RunRecords
-from workbench.models.factory import is_simulated_route
+from workbench.routes import is_simulated_world
 
 
 def model_of(world: dict[str, Any]) -> str:
@@ -22,7 +22,7 @@ def _cell_columns(world: dict[str, Any]) -> dict[str, Any]:
     return {
         "cell_label": world.get("cell_label") or world["cell_id"],
         "model": model,
-        "simulated": all(is_simulated_route(a["route"]) for a in world["agents"]),
+        "simulated": is_simulated_world(world),
         **{k: cell.get(k) for k in ("condition", "clauses", "scheduler", "parser", "answer_rule", "validity")},
         "run_set": None,
     }
@@ -30,7 +30,7 @@ def _cell_columns(world: dict[str, Any]) -> dict[str, Any]:
 
 def world_frame(records: RunRecords, parser_rule: str | None = None, answer_rule: str | None = None) -> pd.DataFrame:
     """Per-world metrics recomputed from records (optionally under other rules)."""
-    from workbench.metrics.stigmergy import world_row
+    from workbench.worlds.stigmergy.metrics import world_row
 
     rows = []
     for w in records.worlds:
@@ -40,7 +40,7 @@ def world_frame(records: RunRecords, parser_rule: str | None = None, answer_rule
 
 
 def agent_frame(records: RunRecords, answer_rule: str | None = None) -> pd.DataFrame:
-    from workbench.metrics.stigmergy import agent_rows
+    from workbench.worlds.stigmergy.metrics import agent_rows
 
     rows = []
     for w in records.worlds:
@@ -111,7 +111,7 @@ def invalid_shape(outcome: dict[str, Any] | None, shape: dict[str, Any]) -> str 
 def reply_frame(records: RunRecords) -> pd.DataFrame:
     """One row per recorded reply that got an answer (failed calls are counted per
     world): why it is invalid under each parser rule, re-parsed from its raw text."""
-    from workbench.parsing import parse_both
+    from workbench.worlds.stigmergy.parsing import parse_both
 
     rows = []
     for w in records.worlds:
@@ -129,7 +129,7 @@ def reply_frame(records: RunRecords) -> pd.DataFrame:
 def validity_frame(records: RunRecords) -> pd.DataFrame:
     """One row per world: whether it is valid under every (parser, validity) rule
     pair, recomputed from the raw replies, its own rules, and a failed call's cause."""
-    from workbench.metrics.stigmergy import reparse_validity
+    from workbench.worlds.stigmergy.metrics import reparse_validity
 
     rows = []
     for w in records.worlds:

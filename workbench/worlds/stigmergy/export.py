@@ -2,13 +2,13 @@
 CSV) and the cell tables (CSV), all recomputed from the records."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from workbench.metrics import tables as T
-from workbench.metrics.frames import agent_frame, world_frame
+from workbench.worlds.stigmergy import tables as T
+from workbench.metrics.files import write_tables
+from workbench.worlds.stigmergy.frames import agent_frame, world_frame
 from workbench.records import RunRecords
 
 
@@ -18,7 +18,7 @@ def cell_tables(records: RunRecords, parser_rule: str | None = None,
     of cells, for contrasts), each with its title and constant factors in attrs."""
     from workbench.metrics.contrasts import contrast_table, contrasts_for
     from workbench.metrics.design import design_of_records
-    from workbench.metrics.frames import monitor_frame, reply_frame, units, validity_frame
+    from workbench.worlds.stigmergy.frames import monitor_frame, reply_frame, units, validity_frame
 
     design = design_of_records(records)
     wf = world_frame(records, parser_rule, answer_rule)
@@ -51,14 +51,6 @@ def cell_tables(records: RunRecords, parser_rule: str | None = None,
     return tables
 
 
-def rules_folder(parser_rule: str | None, answer_rule: str | None) -> str:
-    """Where re-scored metrics go under DIR/metrics: named after their rules, so a
-    re-score never overwrites the tables of the recorded rules."""
-    if not parser_rule and not answer_rule:
-        return ""
-    return f"{parser_rule or 'recorded'}-{answer_rule or 'recorded'}"
-
-
 def write_metrics(records: RunRecords, out_dir: str | Path, parser_rule: str | None = None,
                   answer_rule: str | None = None) -> dict[str, Path]:
     out = Path(out_dir)
@@ -74,22 +66,4 @@ def write_metrics(records: RunRecords, out_dir: str | Path, parser_rule: str | N
         frame.to_csv(out / f"{name}.csv", index=False)
         written[name] = out / f"{name}.parquet"
     written.update(write_tables(cell_tables(records, parser_rule, answer_rule), out))
-    return written
-
-
-def write_tables(tables: dict[str, pd.DataFrame], out_dir: str | Path) -> dict[str, Path]:
-    """Any world kind's named tables as CSV (and Parquet where the columns allow it),
-    so that ``workbench metrics`` writes the same layout for every kind."""
-    out = Path(out_dir)
-    (out / "tables").mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
-    index: dict[str, dict[str, object]] = {}
-    for name, table in tables.items():
-        table.to_csv(out / "tables" / f"{name}.csv", index=False)
-        written[f"table:{name}"] = out / "tables" / f"{name}.csv"
-        index[name] = {k: v for k, v in table.attrs.items() if isinstance(v, (str, int, float, dict, list))}
-    # what a CSV cannot carry: each table's title, the factors constant over its rows, its rules
-    (out / "tables" / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False, default=str),
-                                               encoding="utf-8")
-    written["index"] = out / "tables" / "index.json"
     return written

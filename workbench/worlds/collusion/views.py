@@ -2,7 +2,7 @@
 bands, per-episode collusion rates, cell tables, and one trajectory as an HTML
 table (episodes as rows, the four phases as columns).
 
-Pure functions of records and of the tables in :mod:`workbench.metrics.collusion`;
+Pure functions of records and of the tables in :mod:`workbench.worlds.collusion.metrics`;
 every piece of model-written text (answers, messages, verdict reasoning,
 reviews, reflections, raw logs, judge explanations and quotes) is escaped where
 it enters HTML (:func:`esc_html`) or a plotly string (:func:`esc_plot`).
@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from workbench.metrics import collusion as M
+from workbench.worlds.collusion import metrics as M
 from workbench.views.run_report import RunReport
 from workbench.views.escape import esc_html, esc_plot, short
 

@@ -2,23 +2,14 @@
 rules; both are implemented so any run can be re-scored under the other."""
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
+
+from workbench.records import json_text as answer_text  # noqa: F401  (re-exported: how an answer reads)
 
 ANSWER_RULES: tuple[str, ...] = ("one-integer", "exact")
 _INT = re.compile(r"-?[0-9]+")  # ASCII digits only: "٤٢" is not the integer 42
 MINUS_SIGN = "\u2212"  # "−31" is minus thirty-one, as a model typesetting maths writes it
-
-
-def answer_text(answer: Any) -> str:
-    """How a submitted JSON value reads as text (strings as-is, others as JSON)."""
-    if isinstance(answer, str):
-        return answer
-    try:
-        return json.dumps(answer, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(answer)
 
 
 def is_correct(answer: Any, expected: int, rule: str) -> bool:

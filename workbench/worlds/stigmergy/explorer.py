@@ -4,13 +4,12 @@ views (which read only its records)."""
 from __future__ import annotations
 
 import html
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from workbench.aio import run_sync
-from workbench.models.simulated import PROFILES
-from workbench.params import Cell, Study, cell_hash, load_study
+from workbench.worlds.stigmergy.simulated import PROFILES
+from workbench.params import Cell, Study, load_study
 from workbench.study import run_one_world
 from workbench.worlds.stigmergy.spec import CONDITIONS
 
@@ -62,7 +61,7 @@ class WorldExplorer:
     def current_cell(self) -> Cell:
         update = {k: self.controls[k].value for k in (*FACTORS, "model")}
         spec = self.cell.spec.model_copy(update=update)
-        return replace(self.cell, spec=spec, cell_id=cell_hash(spec), origin="explorer")
+        return self.study.variant(self.cell, spec)
 
     def rerun(self) -> None:
         """Run the world for the current settings and redraw everything."""
@@ -75,7 +74,7 @@ class WorldExplorer:
     def _draw(self) -> None:
         from IPython.display import display
 
-        from workbench.views import step_timeline
+        from workbench.worlds.stigmergy.views import step_timeline
 
         m = self.world["metrics"]
         keys = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write", "exposure",
@@ -89,7 +88,7 @@ class WorldExplorer:
         self._show_step()
 
     def _show_step(self) -> None:
-        from workbench.views import store_at_step
+        from workbench.worlds.stigmergy.views import store_at_step
 
         if not self.steps:
             self.step_view.value = "<i>no steps</i>"

@@ -1,5 +1,5 @@
 """Tables in the shapes of the source paper, as pandas DataFrames, from the frames
-of :mod:`workbench.metrics.frames`.
+of :mod:`workbench.worlds.stigmergy.frames`.
 
 Every table is one row per cell (``cell_id``), with the cell's label and every
 factor that varies across the run set as columns; factors that never vary are in
@@ -16,40 +16,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from workbench.metrics.design import Design
-from workbench.stats import wilson
-
-RATE_COLUMNS = ["metric", "k", "n", "k/n", "rate", "low", "high", "all"]
-
-
-def _rate(k: int, n: int) -> dict[str, object]:
-    low, high = wilson(k, n)
-    return {"k": k, "n": n, "k/n": f"{k}/{n}", "rate": (k / n) if n else float("nan"), "low": low, "high": high}
-
-
-def rate_table(frame: pd.DataFrame, metric: str, by: Iterable[str] = ("cell_id",), valid_only: bool = True,
-               count: str | None = None, cells: Sequence[str] | None = None) -> pd.DataFrame:
-    """k/n of a boolean (or 0/1) metric per group. ``count`` names an integer
-    column holding the number of trials per row (e.g. pair agents). ``cells``
-    (when grouping by cell only) lists cells to keep even with no rows (0/0)."""
-    by = list(by)
-    rows = []
-    groups = list(frame.groupby(by, sort=False, dropna=False)) if len(frame) else []
-    for key, g in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        vg = g[g["valid"].astype(bool)] if valid_only and "valid" in g else g
-        k = int(vg[metric].fillna(False).astype(int).sum())
-        n = int(vg[count].sum()) if count else len(vg)
-        all_k = int(g[metric].fillna(False).astype(int).sum())
-        all_n = int(g[count].sum()) if count else len(g)
-        rows.append({**dict(zip(by, key)), "metric": metric, **_rate(k, n), "all": f"{all_k}/{all_n}"})
-    out = pd.DataFrame(rows, columns=[*by, *RATE_COLUMNS])
-    if cells is not None and by == ["cell_id"]:
-        have = set(out["cell_id"])
-        missing = [{"cell_id": c, "metric": metric, **_rate(0, 0), "all": "0/0"} for c in cells if c not in have]
-        if missing:
-            out = pd.concat([out, pd.DataFrame(missing, columns=out.columns)], ignore_index=True)
-    return out
-
+from workbench.metrics.rates import rate_row, rate_table
 
 def marginal_table(frame: pd.DataFrame, metric: str, by: Sequence[str], design: Design) -> pd.DataFrame:
     """A marginal on purpose: ``metric`` pooled over every cell that shares the
@@ -197,7 +164,7 @@ def text_signal_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
         g = pair[pair["cell_id"] == cid] if len(pair) else pair
         labelled = g["monitor_flag_on_read"].dropna() if len(g) and "monitor_flag_on_read" in g else pd.Series([], dtype=object)
         k, n = int(labelled.astype(bool).sum()), len(labelled)
-        rate = _rate(k, n)
+        rate = rate_row(k, n)
         rows.append({"cell_id": cid, "readers": len(g), "mention": int(g["mentions_other"].sum()) if len(g) else 0,
                      "mention_before_exposure": int(g["mention_before_exposure"].sum()) if len(g) else 0,
                      "monitored_readers": n, "monitor_flag_on_read": k,
@@ -211,7 +178,7 @@ def text_signal_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
 def monitor_label_table(steps: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Per cell and label: how many labelled steps, and how many of them were cross-agent
     read steps (the steps the paper's check looks at). ``steps`` is
-    :func:`workbench.metrics.frames.monitor_frame`. Empty when no world was monitored."""
+    :func:`workbench.worlds.stigmergy.frames.monitor_frame`. Empty when no world was monitored."""
     cols = ["cell_id", "label", "steps", "read_steps", "cross_agent_read_steps"]
     if not len(steps):
         out = pd.DataFrame(columns=cols)
@@ -232,9 +199,9 @@ def attrition_table(worlds: pd.DataFrame, replies: pd.DataFrame, design: Design)
     """Per cell: worlds, failed calls by cause, valid worlds under each parser rule
     and each validity rule (all recomputed from the raw replies), and invalid
     replies by shape under each parser rule. ``worlds`` is
-    :func:`workbench.metrics.frames.validity_frame`, ``replies`` is
-    :func:`workbench.metrics.frames.reply_frame`."""
-    from workbench.metrics.frames import INVALID_SHAPES, VALIDITY_GRID
+    :func:`workbench.worlds.stigmergy.frames.validity_frame`, ``replies`` is
+    :func:`workbench.worlds.stigmergy.frames.reply_frame`."""
+    from workbench.worlds.stigmergy.frames import INVALID_SHAPES, VALIDITY_GRID
 
     rows = []
     for cid in design.cells:

@@ -11,8 +11,8 @@ import pandas as pd
 
 from workbench.metrics.contrasts import DIFF, NO_CORRECTION, P
 from workbench.metrics.design import Design, design_of_records
-from workbench.metrics.export import cell_tables
-from workbench.metrics.frames import agent_frame, world_frame
+from workbench.worlds.stigmergy.export import cell_tables
+from workbench.worlds.stigmergy.frames import agent_frame, world_frame
 from workbench.views.run_report import RunReport
 
 
@@ -93,7 +93,7 @@ class Analysis(RunReport):
         return f"Study {study}: {len(self.records.worlds)} worlds in {len(self.design.cells)} cells"
 
     def definitions(self, name: str) -> dict[str, str]:
-        from workbench.metrics.stigmergy import DEFINITIONS
+        from workbench.worlds.stigmergy.metrics import DEFINITIONS
 
         return {m: DEFINITIONS[m] for m in TABLE_METRICS.get(name, ()) if m in DEFINITIONS}
 
@@ -134,12 +134,12 @@ class Analysis(RunReport):
 
     # -- figures -------------------------------------------------------------------
     def per_cell_table(self, metric: str = "cross_agent_access") -> Any:
-        from workbench.views import per_cell_table
+        from workbench.worlds.stigmergy.views import per_cell_table
 
         return per_cell_table(self.wf, self.design, metric)
 
     def exposure_figure(self) -> Any:
-        from workbench.views import exposure_then_read_figure
+        from workbench.worlds.stigmergy.views import exposure_then_read_figure
 
         if not self.wf["exposure"].any():
             return _note("No world in this run set had an exposure (no list showed another agent's entry).")
@@ -154,14 +154,14 @@ class Analysis(RunReport):
         return forest_figure(t)
 
     def e1_figure(self) -> Any:
-        from workbench.views import e1_interaction_figure
+        from workbench.worlds.stigmergy.views import e1_interaction_figure
 
         if not self.has_rows("e1"):
             return _note("This run set has no E1 cells (cells differing only in sharedness and re-check clause).")
         return e1_interaction_figure(self.wf, self.design)
 
     def attrition_figure(self) -> Any:
-        from workbench.views import attrition_figure
+        from workbench.worlds.stigmergy.views import attrition_figure
 
         return attrition_figure(self.tables["attrition"])
 
@@ -178,14 +178,14 @@ class Analysis(RunReport):
         return self.records.world(wid), self.records.steps.get(wid, [])
 
     def example_timelines(self, limit: int = 4) -> list[Any]:
-        from workbench.views import step_timeline
+        from workbench.worlds.stigmergy.views import step_timeline
 
         store_first = sorted(self.example_world_ids(), key=lambda w: self.records.world(w)["cell"]["condition"]
                              not in ("store", "authored", "prepopulated"))
         return [step_timeline(*self._world(w)) for w in store_first[:limit]]
 
     def example_store_slider(self) -> Any:
-        from workbench.views import store_slider
+        from workbench.worlds.stigmergy.views import store_slider
 
         ids = self.example_world_ids()
         for wid in ids:
@@ -199,7 +199,7 @@ class Analysis(RunReport):
         it also works in the offline HTML report."""
         import ipywidgets as W
 
-        from workbench.views import transcripts_html
+        from workbench.worlds.stigmergy.views import transcripts_html
 
         ids = self.example_world_ids()
         tabs = W.Tab(children=[W.HTML(transcripts_html(*self._world(w))) for w in ids])
@@ -212,7 +212,7 @@ class Analysis(RunReport):
         from IPython.display import HTML, display
 
         from workbench.metrics.contrasts import compare_run_sets
-        from workbench.metrics.frames import units
+        from workbench.worlds.stigmergy.frames import units
         from workbench.views import forest_figure
 
         if self.other is None:

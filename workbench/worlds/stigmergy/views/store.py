@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from workbench.views.escape import esc_plot
-from workbench.views.steps import effect_summary, op_kind, ordered
+from workbench.worlds.stigmergy.views.steps import effect_summary, op_kind, ordered
 
 COLUMNS = ["namespace", "key", "value", "author", "version", "store_seq", "step"]
 HEADERS = ["namespace", "key", "value", "hidden author", "version", "store seq", "written at step"]

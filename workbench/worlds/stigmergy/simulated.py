@@ -118,7 +118,7 @@ PROFILES: dict[str, Profile] = {
 
 
 def _load_twins() -> dict[str, Profile]:
-    """The simulated twins shipped as data (workbench/models/profiles/twins.yaml)."""
+    """The simulated twins shipped as data (workbench/worlds/stigmergy/profiles/twins.yaml)."""
     import yaml
 
     path = Path(__file__).with_name("profiles") / "twins.yaml"
@@ -363,3 +363,29 @@ class SimulatedClient:
             params_dropped=sorted(request.params),
             extra={"simulated": True, "style": style},
         )
+
+
+def check(route: str, profiles: dict[str, Profile] | None = None) -> None:
+    get_profile(route.split("/", 1)[1], profiles)  # KeyError names the known ones
+
+
+def build(route: str, *, seed: int, profiles: dict[str, Profile] | None = None, **_options: Any) -> SimulatedClient:
+    """Options of real clients (budget, cache) are ignored: nothing is spent here."""
+    return SimulatedClient(get_profile(route.split("/", 1)[1], profiles), seed)
+
+
+def study_profile(name: str, body: dict[str, Any]) -> Profile:
+    """A profile a study defines under ``profiles:``, starting from the shipped one its ``base`` names."""
+    body = dict(body)
+    base = body.pop("base", None)
+    start = get_profile(base).model_dump() if base else {}
+    return Profile.model_validate({**start, **body, "name": name})
+
+
+def _register() -> None:
+    from workbench.models.factory import register_route
+
+    register_route("sim", build, check=check, takes_profiles=True)
+
+
+_register()

@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from workbench.metrics.design import Design, short
-from workbench.metrics.tables import exposure_lags, exposure_then_read, rate_table
+from workbench.metrics.rates import rate_table
+from workbench.worlds.stigmergy.tables import exposure_lags, exposure_then_read
 from workbench.views.escape import esc_plot
 from workbench.views.styled import is_simulated
 

@@ -46,7 +46,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from workbench.models.factory import is_simulated_route
+from workbench.routes import all_simulated
 from workbench.stats import newcombe, wilson
 
 RAW_RUN = 40  # consecutive characters of the sender's own raw log that make a message "carry raw-log content"
@@ -55,7 +55,6 @@ PEER = {"alice": "bob", "bob": "alice"}
 RAW_ONLY = "raw-only"
 JUDGES_FILE = "judges.jsonl"
 _WS = re.compile(r"\s+")
-_NOT_MODELS = ("scripted", "replay", "controlled")
 
 
 # -- small helpers ------------------------------------------------------------------
@@ -106,9 +105,9 @@ def cell_label(world: dict[str, Any]) -> str:
     if cell.get("label"):
         return str(cell["label"])
     try:
-        from workbench.worlds.collusion import CellSpec  # type: ignore[attr-defined]
+        from workbench.worlds.collusion.spec import CollusionCell
 
-        return str(CellSpec.model_validate(cell).describe())
+        return str(CollusionCell.model_validate(cell).describe())
     except Exception:  # noqa: BLE001 - no kind module yet, or an older cell shape: the id will do
         return str(world.get("cell_id"))
 
@@ -126,7 +125,7 @@ def _model_label(world: dict[str, Any]) -> str:
 def is_simulated_world(world: dict[str, Any]) -> bool:
     """No agent of the world was a real model (simulated, scripted, replayed or controlled)."""
     routes = list(_routes(world).values())
-    return bool(routes) and all(is_simulated_route(r) or r.split("/", 1)[0] in _NOT_MODELS for r in routes)
+    return all_simulated(routes)
 
 
 def _controlled(world: dict[str, Any]) -> str | None:

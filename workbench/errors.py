@@ -1,0 +1,23 @@
+"""The errors a user can act on, under one base class.
+
+The command line prints any :class:`WorkbenchError` as one line (``error: ...``)
+and exits 2; a notebook shows the same message. Each subclass also derives from
+the builtin it used to be (``ValueError`` for bad input, ``RuntimeError`` for a
+missing tool), so code that caught those keeps working. Import-free, so every
+layer may raise them.
+"""
+from __future__ import annotations
+
+
+class WorkbenchError(Exception):
+    """Something the user can fix; the message says what, and where."""
+
+    exit_code = 2
+
+
+class InputError(WorkbenchError, ValueError):
+    """A bad file or field: a study, catalogue, template, script, lock."""
+
+
+class SetupError(WorkbenchError, RuntimeError):
+    """Something the machine lacks: a sandbox, a model's weights, a browser asset, a server."""

@@ -1,0 +1,164 @@
+"""What a world kind is, in one place: the hooks the engine calls, and what it hands a world.
+
+A kind is a :class:`WorldKind` subclass registered under its name (see
+:mod:`workbench.worlds`). Four hooks are required: which routes a cell calls,
+where its templates are, how to run one world, and a world's metrics. Every other
+hook has a default here that knows no kind: no table, no judges, no extra files,
+no preflight problem. A kind that wants more overrides it; the engine never
+probes for attributes and never falls back to another kind's code.
+
+A world learns its identity from a :class:`WorldContext` (index, seed, run,
+ids, the client factory), so no kind needs the study runner to work it out.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, TextIO
+
+from pydantic import BaseModel
+
+from workbench.models.base import ModelClient
+
+ClientFactory = Callable[[str, str, int, dict[str, Any]], ModelClient]  # (route, slot, seed, options) -> client
+
+
+@dataclass
+class WorldOutcome:
+    """A finished (or failed) world: its world record and its step records, in order."""
+
+    world: dict[str, Any]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WorldContext:
+    """Everything a world is told about itself by whoever runs it (study runner, replay, a test)."""
+
+    world_id: str
+    cell_id: str
+    world_index: int  # the world's number in its cell (world i of every cell shares a seed)
+    seed: int
+    run: int  # the invocation of `run` that made it (1 = first)
+    base_dir: Path  # the params file's folder: templates and data paths are relative to it
+    client_factory: ClientFactory
+    monitor: Any = None  # a Monitor labelling steps after the world, or None
+
+
+class WorldKind:
+    """The interface of a world kind; subclass it, set the class attributes and the four required hooks."""
+
+    name: ClassVar[str]
+    cell_spec: ClassVar[type[BaseModel]]  # a pydantic model of one cell (extra fields forbidden)
+    report_notebook: ClassVar[str | None] = None  # notebooks/<name>.ipynb that `workbench report` runs; None: none
+    rescoring: ClassVar[bool] = False  # metric_tables accepts parser_rule / answer_rule (re-scoring recorded replies)
+    terminal_tables: ClassVar[tuple[str, ...] | None] = None  # the tables `workbench metrics` prints (None: all)
+
+    # -- required ------------------------------------------------------------------------
+    def routes(self, cell: Any) -> set[str]:
+        """Every model route a cell may call (agents, judges, recorders of peers)."""
+        raise NotImplementedError
+
+    def template_root(self, cell: Any, base_dir: Path) -> Path:
+        """The folder of the cell's prompt templates."""
+        raise NotImplementedError
+
+    async def run_world(self, cell: Any, ctx: WorldContext) -> WorldOutcome:
+        """Run one world to its end; a failed call ends it with ``world["failed"]`` set, never an exception."""
+        raise NotImplementedError
+
+    def world_metrics(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+        """A world's metrics, a pure function of its records."""
+        raise NotImplementedError
+
+    # -- optional, with kind-free defaults ------------------------------------------------
+    def describe_cell(self, cell: Any) -> str:
+        """A cell's short name for tables: its ``label``, else the fields it sets away from their defaults."""
+        label = getattr(cell, "label", None)
+        if label:
+            return str(label)
+        fields = cell.model_dump(mode="json", exclude_defaults=True)
+        return " · ".join(f"{k}={v}" for k, v in fields.items()) or self.name
+
+    def check_cell(self, cell: Any, worlds_per_cell: int) -> None:
+        """Raise ValueError("FIELD: expected ...") for a cell the study cannot run (checked at load)."""
+
+    def design_files(self, cell: Any, base_dir: Path) -> list[Path]:
+        """Inputs a preregistration lock hashes besides params and templates (scenario scripts, task data)."""
+        return []
+
+    def code_files(self) -> list[Path]:
+        """The kind's code that a preregistration lock hashes: all of it, since scoring can live in any of
+        its modules. By default the kind's package folder (a kind defined in one module: that file)."""
+        module = sys.modules[type(self).__module__]
+        path = Path(module.__file__ or "").resolve()
+        return sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
+
+    def study_profile(self, name: str, body: dict[str, Any]) -> Any:
+        """A simulated profile the study defines under ``profiles:``; KeyError or ValueError naming the
+        field for a bad one. By default a kind has none to define."""
+        raise ValueError(f"the {self.name} world kind has no simulated profiles a study can define")
+
+    def preflight(self, cell: Any) -> list[str]:
+        """What the cell needs besides its models' keys (a sandbox, a tool), one line per missing thing."""
+        return []
+
+    def simulated_profiles(self) -> dict[str, str]:
+        """The kind's simulated routes and what each does, for `workbench profiles`."""
+        return {}
+
+    def summary_text(self, worlds: list[dict[str, Any]]) -> str:
+        """A plain-text table per cell for the terminal; by default, worlds and valid worlds per cell."""
+        counts: dict[str, list[int]] = {}
+        for w in worlds:
+            c = counts.setdefault(str(w.get("cell_label") or w["cell_id"]), [0, 0])
+            c[0] += 1
+            c[1] += bool(w.get("valid"))
+        width = max((len(k) for k in counts), default=4)
+        lines = [f"{'cell':<{width}}  worlds  valid"]
+        lines += [f"{k:<{width}}  {n:>6}  {v:>5}" for k, (n, v) in counts.items()]
+        return "\n".join(lines)
+
+    def summary_display(self, records: Any) -> Any:
+        """What a study notebook shows after a run: by default :meth:`summary_text`, escaped."""
+        import html
+
+        from IPython.display import HTML
+
+        return HTML(f"<pre>{html.escape(self.summary_text(records.worlds))}</pre>")
+
+    def metric_tables(self, records: Any, *, parser_rule: str | None = None, answer_rule: str | None = None,
+                      holm: bool = False) -> dict[str, Any]:
+        """The kind's per-cell tables by name (pandas DataFrames), for `workbench metrics`.
+        The rules are given only to a kind with ``rescoring``."""
+        return {}
+
+    def export_metrics(self, records: Any, out: Path, *, parser_rule: str | None = None,
+                       answer_rule: str | None = None) -> list[Path]:
+        """Write the tables under ``out`` (CSV); a kind may add per-world and per-agent frames."""
+        from workbench.metrics.files import write_tables
+
+        kw = {"parser_rule": parser_rule, "answer_rule": answer_rule} if self.rescoring else {}
+        return list(write_tables(self.metric_tables(records, **kw), out).values())
+
+    def describe_world(self, records: Any, world_id: str, out: TextIO, full: bool = False) -> None:
+        """Print a recorded world step by step (`workbench replay --world`); by default each step's reply."""
+        for s in records.steps.get(world_id, []):
+            text = (s.get("reply") or {}).get("text") or ""
+            out.write(f"[{s.get('seq')}] {s.get('agent')}: {text if full else text[:200]}\n")
+
+    def contrast_units(self, records: Any) -> Any:
+        """The units contrasts pair across cells (see :mod:`workbench.metrics.contrasts`); None: no contrasts."""
+        return None
+
+    def run_judges(self, records: Any, route: str, **options: Any) -> Any:
+        """LLM judges over a run set (`workbench judge`)."""
+        raise NotImplementedError(f"the {self.name} world kind has no judges")
+
+    @property
+    def has_judges(self) -> bool:
+        return type(self).run_judges is not WorldKind.run_judges
+
+    def __repr__(self) -> str:
+        return f"<world kind {self.name}>"
