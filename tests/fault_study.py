@@ -66,7 +66,7 @@ async def _run_until_quiet(study: Any, out: Path, server: FakeOpenAI, after: int
     task = asyncio.ensure_future(run_study_async(study, out, progress=False))
     while server.count < after and not task.done():
         await asyncio.sleep(0.01)
-    from workbench.models.litellm_client import _LIMITS
+    from workbench.models.litellm_client.limits import _LIMITS
 
     old = server.responder
     hanging = {"n": 0}

@@ -1,406 +1,28 @@
-"""Real models through litellm, with the request path recorded exactly.
-
-One :class:`LiteLLMClient` per agent, built from a catalogue entry
-(:mod:`workbench.models.catalogue`): a named model of ``params/models.yaml`` or
-a raw litellm route (``openai/…``, ``anthropic/…``, ``gemini/…``,
-``openrouter/…``; any OpenAI-compatible server by ``api_base``).
-
-What one call does, and records in its :class:`ModelReply`:
-
-* **Parameters.** ``params_requested`` = the entry's defaults (temperature,
-  max_tokens, reasoning_effort) under the request's own. Then, explicitly and
-  recorded: parameters litellm says the provider does not take
-  (``litellm.get_supported_openai_params``) are dropped; temperature is dropped
-  for an entry with ``supports_temperature: false``; an effort the entry does not
-  accept is replaced by its ``effort_fallback`` (or dropped). What goes out is
-  ``params_sent``; the dropped names are ``params_dropped``, with reasons in
-  ``extra.params_dropped_why`` and every change in ``extra.param_changes``. If
-  the provider still rejects a parameter we sent (a 400 naming it), the
-  parameter is dropped (or the effort falls back), recorded, and the call tried
-  again (``adapt_on_reject``). litellm is called with ``drop_params=False`` so it
-  never drops anything silently.
-* **One retry layer, ours.** litellm and the openai SDK are called with
-  ``num_retries=0, max_retries=0``: each attempt is one HTTP request. Up to
-  ``max_attempts`` attempts; 429, 5xx, timeouts, connection errors and
-  malformed bodies are retried after an exponential backoff with jitter drawn
-  from a seeded RNG, or after exactly the server's Retry-After (seconds or an
-  HTTP date) when it sends one. Every attempt is recorded (start offset,
-  duration, status, error class and message with keys redacted, the wait that
-  followed). When attempts run out the reply carries ``error`` ("Class:
-  message"); the client never raises.
-* **Limits.** A connection limit (asyncio.Semaphore) and a requests-per-minute
-  window shared by every client of the same route+api_base in the process;
-  a timeout per attempt.
-* **Facts.** The model id the provider returned, usage (with reasoning and
-  cached tokens when reported), cost (litellm's offline cost map; else the
-  entry's per-million prices; else None), latency (measured, from call to
-  reply, queueing and retries included, which is what the world clock needs),
-  reasoning text (``reasoning_content`` or thinking blocks), finish reason,
-  the api_base actually used.
-* **Budget.** With a :class:`~workbench.models.budget.Budget`, each call reserves
-  its worst-case cost first and is refused (error ``BudgetExhausted: …``) when
-  that does not fit; the reservation is settled at the actual cost.
-* **Cache.** With ``cache_dir``, successful replies are stored as JSON under a
-  SHA-256 of (route, api_base, messages, params sent); a hit comes back with
-  ``extra.cache_hit = True``, no attempts, zero cost charged, and the recorded
-  latency (so a re-run keeps the original world-clock order).
-* **Keys.** From the environment, or from a ``.env`` file in the working
-  directory (read here, never written into ``os.environ``); never from params.
-  Only the *name* of the variable is recorded. Every message that is recorded
-  passes through :func:`redact`, which removes the value of every key-like
-  variable of the environment and ``.env`` and anything shaped like a key.
-
-litellm is imported on first use, with its offline settings
-(``LITELLM_LOCAL_MODEL_COST_MAP``, ``LITELLM_OFFLINE_MODE``) set beforehand.
-"""
+"""One client per agent: the call loop (attempts, backoff, cache, budget, ledger) and the reply's facts."""
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import hashlib
 import json
 import os
 import random
-import re
 import threading
 import time
 import uuid
-import weakref
-from collections import deque
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from workbench.models.base import ModelReply, ModelRequest
 from workbench.models.budget import BUDGET_ERROR, Budget
-from workbench.models.catalogue import KEY_ENV, ModelEntry
-from workbench.models.failures import is_missing_credentials
+from workbench.models.catalogue import ModelEntry
 from workbench.models.ledger import BoundLedger
-
-# --------------------------------------------------------------------------------------------
-# litellm, lazily and offline
-
-
-_LITELLM: Any = None
-_IMPORT_LOCK = threading.Lock()
-
-
-def get_litellm() -> Any:
-    """Import litellm once, offline: no remote cost map, no tokenizer downloads, no banners."""
-    global _LITELLM
-    if _LITELLM is None:
-        with _IMPORT_LOCK:
-            if _LITELLM is None:
-                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-                os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-                import litellm  # noqa: PLC0415 - lazy on purpose (3-9 s)
-
-                litellm.suppress_debug_info = True
-                litellm.telemetry = False
-                litellm.drop_params = False
-                _LITELLM = litellm
-    return _LITELLM
-
-
-# --------------------------------------------------------------------------------------------
-# keys: environment and .env, and redaction
-
-_KEYLIKE_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
-_KEYLIKE_VALUE = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{8,}|sk_[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|xai-[A-Za-z0-9]{16,}|"
-    r"gsk_[A-Za-z0-9]{16,}|hf_[A-Za-z0-9]{16,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
-REDACTED = "[REDACTED]"
-_DOTENV: dict[str, tuple[float, dict[str, str]]] = {}
-
-
-def read_dotenv(path: str | Path | None = None) -> dict[str, str]:
-    """``KEY=VALUE`` lines of a .env file (python-dotenv's syntax: ``export``, quotes, comments); {} if none.
-    Cached by modification time, since every call and every redaction asks."""
-    p = Path(path) if path is not None else Path.cwd() / ".env"
-    try:
-        stamp = p.stat().st_mtime
-    except OSError:
-        return {}
-    cached = _DOTENV.get(str(p))
-    if cached and cached[0] == stamp:
-        return cached[1]
-    from dotenv import dotenv_values  # python-dotenv: the parser litellm itself uses
-
-    try:
-        parsed = dotenv_values(p, interpolate=False)
-    except (OSError, UnicodeDecodeError, ValueError):
-        return {}
-    out = {k: v for k, v in parsed.items() if v is not None and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)}
-    _DOTENV[str(p)] = (stamp, out)
-    return out
-
-
-def secret_values(extra: tuple[str, ...] = ()) -> list[str]:
-    """Values of key-like variables in the environment and .env (longest first)."""
-    vals = set(v for v in extra if v and len(v) >= 6)
-    for source in (os.environ, read_dotenv()):
-        for name, value in source.items():
-            if _KEYLIKE_NAME.search(name) and value and len(value) >= 6:
-                vals.add(value)
-    return sorted(vals, key=len, reverse=True)
-
-
-def redact(text: Any, extra: tuple[str, ...] = ()) -> str:
-    """``text`` with every known key value and anything shaped like a key replaced."""
-    s = "" if text is None else str(text)
-    for v in secret_values(extra):
-        if v in s:
-            s = s.replace(v, REDACTED)
-    return _KEYLIKE_VALUE.sub(REDACTED, s)
-
-
-def find_key(entry: ModelEntry) -> tuple[str | None, str]:
-    """(key, where it came from) for an entry; the second is a variable name, never a value."""
-    names = (entry.api_key_env,) if entry.api_key_env else KEY_ENV.get(entry.provider, ())
-    dotenv = read_dotenv()
-    for name in names:
-        if os.environ.get(name):
-            return os.environ[name], f"env:{name}"
-    for name in names:
-        if dotenv.get(name):
-            return dotenv[name], f".env:{name}"
-    return None, "none"
-
-
-def _api_base(entry: ModelEntry) -> str | None:
-    if entry.api_base_env:
-        env_val = os.environ.get(entry.api_base_env) or read_dotenv().get(entry.api_base_env)
-        if env_val:
-            return env_val
-    return entry.api_base
-
-
-# --------------------------------------------------------------------------------------------
-# limits shared by every client of one route + api_base in the process
-
-
-class ModelLimits:
-    """A connection limit and a sliding-window requests-per-minute limit.
-
-    The semaphore is made per event loop (an asyncio primitive belongs to one
-    loop, and each ``asyncio.run`` makes a new loop); the rpm window is shared
-    across loops and threads."""
-
-    def __init__(self, max_connections: int, rpm: int | None, window_s: float = 60.0) -> None:
-        self.max_connections = max_connections
-        self.rpm = rpm
-        self.window_s = window_s
-        self._sems: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = \
-            weakref.WeakKeyDictionary()
-        self._starts: deque[float] = deque()
-        self._lock = threading.Lock()
-        self.in_flight = 0
-        self.peak_in_flight = 0
-
-    def semaphore(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            sem = self._sems.get(loop)
-            if sem is None:
-                sem = asyncio.Semaphore(self.max_connections)
-                self._sems[loop] = sem
-            return sem
-
-    async def rpm_slot(self, sleep: Callable[[float], Awaitable[Any]]) -> float:
-        """Wait until a request may start under the rpm window; returns the seconds waited."""
-        if not self.rpm:
-            return 0.0
-        waited = 0.0
-        while True:
-            with self._lock:
-                now = time.monotonic()
-                while self._starts and self._starts[0] <= now - self.window_s:
-                    self._starts.popleft()
-                if len(self._starts) < self.rpm:
-                    self._starts.append(now)
-                    return waited
-                wait = self._starts[0] + self.window_s - now
-            wait = max(wait, 0.001)
-            await sleep(wait)
-            waited += wait
-
-    def enter(self) -> None:
-        with self._lock:
-            self.in_flight += 1
-            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-
-    def leave(self) -> None:
-        with self._lock:
-            self.in_flight -= 1
-
-
-_LIMITS: dict[tuple[str, str | None], ModelLimits] = {}
-_LIMITS_LOCK = threading.Lock()
-
-
-def limits_for(route: str, api_base: str | None, max_connections: int, rpm: int | None) -> ModelLimits:
-    """The process-wide limits of route+api_base; the first client to ask sets them."""
-    key = (route, (api_base or "").rstrip("/") or None)
-    with _LIMITS_LOCK:
-        lim = _LIMITS.get(key)
-        if lim is None:
-            lim = ModelLimits(max_connections, rpm)
-            _LIMITS[key] = lim
-        return lim
-
-
-def reset_limits() -> None:
-    """Forget every shared limit (tests; a process that changes its catalogue)."""
-    with _LIMITS_LOCK:
-        _LIMITS.clear()
-
-
-# --------------------------------------------------------------------------------------------
-# errors: what to retry, Retry-After
-
-
-class MalformedResponse(Exception):
-    """A 200 whose body has no usable message (retried like a malformed body)."""
-
-
-RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
-_RETRY_CLASSES = {"Timeout", "APITimeoutError", "TimeoutError", "APIConnectionError", "ServiceUnavailableError",
-                  "InternalServerError", "RateLimitError", "JSONDecodeError", "APIResponseValidationError",
-                  "MalformedResponse"}
-_NO_RETRY_CLASSES = {"AuthenticationError", "PermissionDeniedError", "NotFoundError", "BadRequestError",
-                     "ContextWindowExceededError", "ContentPolicyViolationError", "UnsupportedParamsError",
-                     "UnprocessableEntityError", "BudgetExceededError"}
-
-
-def _status_of(exc: BaseException) -> int | None:
-    code = getattr(exc, "status_code", None)
-    if code is None:
-        resp = getattr(exc, "response", None)
-        code = getattr(resp, "status_code", None)
-    try:
-        return int(code) if code is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _headers_of(exc: BaseException) -> dict[str, str]:
-    for h in (getattr(exc, "litellm_response_headers", None), getattr(getattr(exc, "response", None), "headers", None)):
-        if h:
-            try:
-                return {str(k).lower(): str(v) for k, v in dict(h).items()}
-            except (TypeError, ValueError):
-                continue
-    return {}
-
-
-def parse_retry_after(headers: dict[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from Retry-After (delta-seconds or an HTTP date) or retry-after-ms; None if absent."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def classify(exc: BaseException) -> tuple[str, int | None, bool]:
-    """(error class, HTTP status, retryable) of an attempt's exception."""
-    name = type(exc).__name__
-    if isinstance(exc, asyncio.TimeoutError):
-        return "Timeout", None, True
-    status = _status_of(exc)
-    if name in ("AuthenticationError", "PermissionDeniedError") or status in (401, 403) \
-            or is_missing_credentials(str(exc)):
-        return ("PermissionDeniedError" if status == 403 else "AuthenticationError"), status, False
-    if name in _NO_RETRY_CLASSES and (status is None or status not in RETRY_STATUS):
-        return name, status, False
-    if status is not None:
-        return name, status, status in RETRY_STATUS
-    return name, status, name in _RETRY_CLASSES
-
-
-# --------------------------------------------------------------------------------------------
-# parameters
-
-
-def _supported(route: str) -> set[str] | None:
-    litellm = get_litellm()
-    try:
-        got = litellm.get_supported_openai_params(model=route)
-    except Exception:  # noqa: BLE001 - an unknown provider: we cannot say, so we send everything
-        return None
-    return set(got) if got else None
-
-
-_TRANSPORT = {"max_retries", "extra_headers", "stream", "stream_options", "n"}  # never taken from params
-
-
-def prepare_params(entry: ModelEntry, requested: dict[str, Any],
-                   supported: set[str] | None) -> tuple[dict[str, Any], dict[str, str], list[dict[str, Any]]]:
-    """(params to send, {dropped name: why}, [changes]) for the requested params."""
-    sent: dict[str, Any] = {}
-    why: dict[str, str] = {}
-    changes: list[dict[str, Any]] = []
-    for name, value in requested.items():
-        if name in _TRANSPORT:
-            why[name] = "transport setting, not a sampling parameter: set by the client"
-            continue
-        if supported is not None and name not in supported:
-            why[name] = f"not supported by provider {entry.provider} (litellm get_supported_openai_params)"
-            continue
-        if name == "temperature" and not entry.supports_temperature:
-            why[name] = f"model rejects temperature (catalogue {entry.name or entry.route}: supports_temperature false)"
-            continue
-        if name == "reasoning_effort" and entry.efforts is not None and value not in entry.efforts:
-            if entry.effort_fallback is not None:
-                sent[name] = entry.effort_fallback
-                changes.append({"param": name, "requested": value, "sent": entry.effort_fallback,
-                                "reason": f"effort not among {entry.efforts}: catalogue effort_fallback"})
-            else:
-                why[name] = (f"effort {value!r} not accepted (accepted: {entry.efforts}); "
-                             "omitted: the provider's default effort applies")
-                changes.append({"param": name, "requested": value, "sent": None, "reason": why[name]})
-            continue
-        sent[name] = value
-    return sent, why, changes
-
-
-def _rejected_param(message: str, sent: dict[str, Any]) -> str | None:
-    """The parameter a 400 complains about, if it names one we sent."""
-    low = message.lower()
-    if not any(w in low for w in ("unsupported", "not supported", "does not support", "doesn't support",
-                                  "invalid", "not allowed", "unrecognized", "unknown", "only the default",
-                                  "not available")):
-        return None
-    first: list[tuple[int, str]] = []  # the parameter named first is the one complained about
-    for name in sent:
-        variants = {name, name.replace("_", " "), name.replace("_", ".")}
-        if name == "reasoning_effort":
-            variants |= {"reasoning.effort", "effort", "thinking"}
-        if name == "max_tokens":
-            variants |= {"max_completion_tokens"}
-        hits = [m.start() for v in variants for m in [re.search(rf"(?<![a-z_]){re.escape(v)}(?![a-z_])", low)] if m]
-        if hits:
-            first.append((min(hits), name))
-    return min(first)[1] if first else None
-
-
-# --------------------------------------------------------------------------------------------
-# the client
+from workbench.models.litellm_client import loader
+from workbench.models.litellm_client.keys import _api_base, find_key, redact
+from workbench.models.litellm_client.limits import limits_for
+from workbench.models.litellm_client.loader import get_litellm
+from workbench.models.litellm_client.request import _rejected_param, _supported, prepare_params
+from workbench.models.litellm_client.retries import MalformedResponse, _headers_of, classify, parse_retry_after
 
 
 def _usage(resp: Any) -> dict[str, int]:
@@ -578,7 +200,7 @@ class LiteLLMClient:
                                 "cost_usd": reply.cost_usd, "error": reply.error})
         return reply
 
-    async def _finish_detached(self, http: "asyncio.Future[Any]", trace: dict[str, Any]) -> None:
+    async def _finish_detached(self, http: asyncio.Future[Any], trace: dict[str, Any]) -> None:
         """The request of a cancelled call, left to finish: its answer is used by no world,
         but its status, usage and cost are recorded and charged. Cancelled in turn (the run
         stops), it is recorded as cancelled mid-request with its worst case charged."""
@@ -803,7 +425,7 @@ class LiteLLMClient:
         return out
 
 
-_DETACHED: set["asyncio.Task[None]"] = set()
+_DETACHED: set[asyncio.Task[None]] = set()
 
 
 async def drain_detached(timeout_s: float) -> int:
@@ -827,22 +449,9 @@ async def aclose_clients() -> None:
     Call it at the end of a run (inside the loop, e.g. in ``run_study_async``'s finally) when
     the process goes on to make another loop: otherwise each ``asyncio.run`` leaves its sessions'
     sockets open until exit (ResourceWarning: unclosed transport). A no-op if litellm was never used."""
-    if _LITELLM is None:
+    if loader._LITELLM is None:  # never imported: nothing to close
         return
     try:
-        await _LITELLM.close_litellm_async_clients()
+        await loader._LITELLM.close_litellm_async_clients()
     finally:
-        _LITELLM.in_memory_llm_clients_cache.flush_cache()
-
-
-# --------------------------------------------------------------------------------------------
-# building from a route string (used by workbench.models.factory)
-
-_OPTIONS = {"budget", "ledger", "cache_dir", "timeout_s", "max_attempts", "api_base", "backoff_base_s", "sleep"}
-
-
-def build_client(entry: ModelEntry, *, seed: int, **options: Any) -> LiteLLMClient:
-    unknown = sorted(set(options) - _OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown option(s) {unknown} for a litellm client; expected some of {sorted(_OPTIONS)}")
-    return LiteLLMClient(entry, seed=seed, **options)
+        loader._LITELLM.in_memory_llm_clients_cache.flush_cache()
