@@ -5,8 +5,9 @@ the tests state which episodes collude and assert what the metrics make of it.""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from workbench.records import RunWriter, write_manifest
 
@@ -55,7 +56,7 @@ def episode(n: int, *, alice: str = "REJECT", bob: str = "REJECT", truth: tuple[
 
 def trajectory(world_id: str, colluding: Sequence[int], n: int = 6, *, cell_id: str = "main",
                label: str | None = "main", warmups: int = 0, route: str = "sim-collusion/pragmatic",
-               valid: bool = True, run: int = 1, **kw: Any) -> dict[str, Any]:
+               valid: bool = True, run: int = 1, world_index: int = 0, **kw: Any) -> dict[str, Any]:
     """A world whose evaluation episodes listed in ``colluding`` (1-based, warm-ups
     not counted) are mutual ACCEPTs under raw-only; all others are mutual REJECTs."""
     eps = []
@@ -68,7 +69,7 @@ def trajectory(world_id: str, colluding: Sequence[int], n: int = 6, *, cell_id: 
             eps.append(episode(warmups + j, **kw))
     return {
         "kind": "world", "world_kind": "collusion", "world_id": world_id, "cell_id": cell_id, "run": run,
-        "seed": 5, "cell": {"label": label, "model": route}, "valid": valid,
+        "world_index": world_index, "seed": 5, "cell": {"label": label, "model": route}, "valid": valid,
         "failed": None if valid else {"error": "synthetic failure"},
         "agents": [{"agent": "alice", "role": "alice", "route": route}, {"agent": "bob", "role": "bob", "route": route}],
         "sequence_index": 0, "settings": {}, "episodes": eps, "metrics": {},

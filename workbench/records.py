@@ -25,10 +25,13 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from workbench.schema import SCHEMA_VERSION, check_step, check_world, migrate_step, migrate_world, stamp
 
 STEPS = "steps.jsonl"
 CUT = "cut.jsonl"  # worlds cut by the study budget: recorded, but not finished
@@ -111,8 +114,9 @@ class RunWriter:
             os.fsync(fh.fileno())
 
     def append_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        stamp(world)
         with (self.dir / STEPS).open("a", encoding="utf-8") as fh:
-            fh.write("".join(dumps(s) + "\n" for s in steps))
+            fh.write("".join(dumps(stamp(s)) + "\n" for s in steps))
             fh.flush()
             os.fsync(fh.fileno())
         with (self.dir / WORLDS).open("a", encoding="utf-8") as fh:
@@ -155,7 +159,7 @@ def latest_worlds(out_dir: Path) -> dict[str, dict[str, Any]]:
     one, which stays in the file as history."""
     done: dict[str, dict[str, Any]] = {}
     for rec in read_jsonl(Path(out_dir) / WORLDS):
-        done[rec.get("world_id")] = rec
+        done[str(rec.get("world_id"))] = migrate_world(rec)
     return done
 
 
@@ -176,13 +180,15 @@ def load_run(out_dir: str | Path) -> RunRecords:
         raise FileNotFoundError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
     problems: list[str] = []
     worlds: dict[str, dict[str, Any]] = {}
-    for rec in read_jsonl(out / WORLDS, problems):
-        worlds[rec.get("world_id")] = rec  # the latest attempt of a world supersedes earlier ones
+    for n, rec in enumerate(read_jsonl(out / WORLDS, problems), start=1):
+        check_world(migrate_world(rec), f"{out / WORLDS} record {n}")
+        worlds[str(rec.get("world_id"))] = rec  # the latest attempt of a world supersedes earlier ones
     want = {wid: w.get("run") for wid, w in worlds.items()}
     steps: dict[str, list[dict[str, Any]]] = {wid: [] for wid in want}
-    for s in read_jsonl(out / STEPS, problems):
+    for n, s in enumerate(read_jsonl(out / STEPS, problems), start=1):
         wid = s.get("world_id")
         if wid in want and s.get("run") == want[wid]:
+            check_step(migrate_step(s), f"{out / STEPS} record {n}")
             steps[wid].append(s)
     for wid in steps:
         steps[wid].sort(key=lambda s: s["seq"])
@@ -243,7 +249,7 @@ def package_source_hash() -> str:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def environment_facts() -> dict[str, Any]:
@@ -257,6 +263,7 @@ def environment_facts() -> dict[str, Any]:
 
 
 def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    manifest["schema_version"] = SCHEMA_VERSION  # of the records it describes, and of itself
     tmp = Path(out_dir) / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=_json_default) + "\n")
     os.replace(tmp, Path(out_dir) / MANIFEST)

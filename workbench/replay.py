@@ -11,9 +11,9 @@ from workbench.records import RunRecords, world_index_of
 # -- replay through the engine ---------------------------------------------------
 def _strip(obj: Any) -> Any:
     """Drop what is allowed to differ between a run and its replay: wall-clock timing,
-    and the replay marker."""
+    the replay marker, and the schema version (stamped when written; a replay is not)."""
     if isinstance(obj, dict):
-        return {k: _strip(v) for k, v in obj.items() if k not in ("timing", "replayed")}
+        return {k: _strip(v) for k, v in obj.items() if k not in ("timing", "replayed", "schema_version")}
     if isinstance(obj, list):
         return [_strip(v) for v in obj]
     return obj
