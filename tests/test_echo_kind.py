@@ -13,6 +13,9 @@ from tests import echo_kind
 @pytest.fixture
 def echo(tmp_path, monkeypatch):
     echo_kind.install()
+    # the report's kernel is another process: it finds the kind through the variable
+    monkeypatch.setenv("WORKBENCH_KINDS", "echo=tests.echo_kind:KIND")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "echo.yaml"
     path.write_text(yaml.safe_dump({
@@ -44,8 +47,10 @@ def test_echo_kind_validates_runs_resumes_replays_scores_and_locks(echo, tmp_pat
     assert (out / "metrics" / "echo.csv").exists() or list((out / "metrics").rglob("echo.csv"))
     assert main(["metrics", str(out), "--parser", "strict"]) == 2  # the kind has no re-scoring rules
     assert main(["judge", str(out)]) == 2  # nor judges
-    assert main(["report", str(out)]) == 2  # nor a report notebook: said, never another kind's
-    assert "echo world kind has no report notebook" in capsys.readouterr().err
+    assert main(["report", str(out)]) == 0  # the kind-free report: never another kind's
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "Echo turns per cell" in report and "SIMULATED" in report and "hello" in report
+    assert "coordination" not in report and "cross_agent" not in report  # nothing of the shared-store kind
     from workbench import locks
 
     lock = json.loads(locks.create_lock("E1", echo, tmp_path / "locks").read_text())
@@ -60,6 +65,17 @@ def test_a_kind_needs_no_package_file():
     root = Path(__file__).resolve().parents[1] / "workbench"
     named = [p for p in root.rglob("*.py") if "echo_kind" in (t := p.read_text(encoding="utf-8")) or "EchoKind" in t]
     assert named == []
+
+
+def test_a_kind_named_in_the_variable_is_found_and_a_bad_entry_is_named(monkeypatch):
+    from workbench.errors import InputError
+    from workbench.worlds import get_kind, kind_names
+
+    monkeypatch.setenv("WORKBENCH_KINDS", "echo=tests.echo_kind:KIND")
+    assert "echo" in kind_names() and get_kind("echo").name == "echo"
+    monkeypatch.setenv("WORKBENCH_KINDS", "echo")
+    with pytest.raises(InputError, match="WORKBENCH_KINDS: expected name=module:ATTRIBUTE"):
+        kind_names()
 
 
 def test_unknown_kind_names_the_registered_ones(tmp_path):

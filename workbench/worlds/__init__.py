@@ -2,18 +2,23 @@
 
 A kind is a :class:`~workbench.worlds.base.WorldKind` (see there for its hooks).
 The three shipped kinds are found by name; another package adds its own through
-the entry-point group ``workbench.kinds`` (``name = "package.module:KIND"``), and
-code (a test, a notebook) can call :func:`register_kind`. No kind imports another.
+the entry-point group ``workbench.kinds`` (``name = "package.module:KIND"``); the
+variable ``WORKBENCH_KINDS`` (``name=module:KIND,...``) names kinds for one session
+and every process it starts (a report's kernel); and code (a test, a notebook) can
+call :func:`register_kind`, which holds in that process only. No kind imports another.
 """
 from __future__ import annotations
 
 import importlib
+import os
 from importlib.metadata import entry_points
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.worlds.base import WorldContext, WorldKind, WorldOutcome
 
 ENTRY_POINT_GROUP = "workbench.kinds"
+ENV_VAR = "WORKBENCH_KINDS"
 _BUILTIN: dict[str, str] = {
     "stigmergy": "workbench.worlds.stigmergy:KIND",
     "collusion": "workbench.worlds.collusion:KIND",
@@ -38,9 +43,19 @@ def _entry_points() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def _env_kinds() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in filter(None, (x.strip() for x in os.environ.get(ENV_VAR, "").split(","))):
+        name, eq, target = item.partition("=")
+        if not eq or ":" not in target or not name.strip():
+            raise InputError(f"{ENV_VAR}: expected name=module:ATTRIBUTE[,...] (got {item!r})")
+        out[name.strip()] = target.strip()
+    return out
+
+
 def kind_names() -> list[str]:
     """Every kind that can be named in a study's ``world:``."""
-    return sorted({*_BUILTIN, *_entry_points(), *_REGISTERED})
+    return sorted({*_BUILTIN, *_entry_points(), *_env_kinds(), *_REGISTERED})
 
 
 def _load(target: str) -> Any:
@@ -52,7 +67,7 @@ def _load(target: str) -> Any:
 def get_kind(name: str) -> WorldKind:
     if name in _REGISTERED:
         return _REGISTERED[name]
-    target = _BUILTIN.get(name) or _entry_points().get(name)
+    target = _BUILTIN.get(name) or _entry_points().get(name) or _env_kinds().get(name)
     if target is None:
         raise KeyError(f"unknown world kind {name!r}; expected one of {kind_names()}")
     kind = _load(target)

@@ -13,9 +13,10 @@ ids, the client factory), so no kind needs the study runner to work it out.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, TextIO
+from typing import Any, ClassVar, TextIO
 
 from pydantic import BaseModel
 
@@ -51,7 +52,9 @@ class WorldKind:
 
     name: ClassVar[str]
     cell_spec: ClassVar[type[BaseModel]]  # a pydantic model of one cell (extra fields forbidden)
-    report_notebook: ClassVar[str | None] = None  # notebooks/<name>.ipynb that `workbench report` runs; None: none
+    # notebooks/<name>.ipynb that `workbench report` runs: by default the kind-free report.ipynb
+    # (provenance, locks, summary, metric_tables, describe_world); None: the kind has no report
+    report_notebook: ClassVar[str | None] = "report"
     rescoring: ClassVar[bool] = False  # metric_tables accepts parser_rule / answer_rule (re-scoring recorded replies)
     terminal_tables: ClassVar[tuple[str, ...] | None] = None  # the tables `workbench metrics` prints (None: all)
 
@@ -139,8 +142,11 @@ class WorldKind:
         """Write the tables under ``out`` (CSV); a kind may add per-world and per-agent frames."""
         from workbench.metrics.files import write_tables
 
-        kw = {"parser_rule": parser_rule, "answer_rule": answer_rule} if self.rescoring else {}
-        return list(write_tables(self.metric_tables(records, **kw), out).values())
+        if self.rescoring:
+            tables = self.metric_tables(records, parser_rule=parser_rule, answer_rule=answer_rule)
+        else:
+            tables = self.metric_tables(records)
+        return list(write_tables(tables, out).values())
 
     def describe_world(self, records: Any, world_id: str, out: TextIO, full: bool = False) -> None:
         """Print a recorded world step by step (`workbench replay --world`); by default each step's reply."""
