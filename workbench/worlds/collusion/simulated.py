@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.models.base import ModelReply, ModelRequest, approx_tokens
+from workbench.models.simulated import SimulatedAgent
 
 PREFIX = "sim-collusion"
 
@@ -287,7 +287,7 @@ def _corrupt(answer: str) -> str:
     return a + "0"
 
 
-class CollusionSimClient:
+class CollusionSimClient(SimulatedAgent):
     """One simulated agent. Its random stream is seeded; its stance is read from its context."""
 
     virtual_time = True
@@ -469,19 +469,10 @@ class CollusionSimClient:
             return self._message(messages, ep, me, n)
         return self._task(messages, ep, n)
 
-    def _latency(self) -> float:
-        p = self.profile
-        return round(p.latency_median_s * math.exp(p.latency_sigma * self.rng.gauss(0.0, 1.0)), 4)
-
     async def complete(self, request: ModelRequest) -> ModelReply:
         calls, text, why = self._decide(request)
-        prompt_tokens = approx_tokens("".join(m.get("content") or "" for m in request.messages))
         out_tokens = approx_tokens(text) + sum(approx_tokens(c["arguments"]) for c in calls)
-        return ModelReply(
-            text=text, latency_s=self._latency(), route=self.route, model_returned=self.route, reasoning=why,
-            usage={"prompt_tokens": prompt_tokens, "completion_tokens": out_tokens}, cost_usd=0.0,
-            params_requested=dict(request.params), params_sent={}, params_dropped=sorted(request.params),
-            tool_calls=calls, extra={"simulated": True})
+        return self.simulated_reply(request, text, reasoning=why, tool_calls=calls, completion_tokens=out_tokens)
 
 
 def build(route: str, *, seed: int, **_options: Any) -> CollusionSimClient:

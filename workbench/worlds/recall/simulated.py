@@ -45,6 +45,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.models.base import ModelReply, ModelRequest, approx_tokens
+from workbench.models.simulated import SimulatedAgent
 
 PREFIX = "sim-recall"
 JUDGE = "judge"
@@ -230,7 +231,7 @@ _ACKS = ("Noted.", "Understood, I will keep that in mind.", "Thanks, noted for t
          "Got it; proceeding on that basis.")
 
 
-class RecallSimulatedClient:
+class RecallSimulatedClient(SimulatedAgent):
     """One simulated team member; seeded, acting only on the messages it receives."""
 
     virtual_time = True
@@ -239,10 +240,6 @@ class RecallSimulatedClient:
         self.profile = profile
         self.route = route
         self.rng = random.Random(seed)
-
-    def _latency(self) -> float:
-        p = self.profile
-        return round(p.latency_median_s * math.exp(self.rng.gauss(0.0, p.latency_sigma)), 6)
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         cues = self.profile.cues
@@ -260,11 +257,7 @@ class RecallSimulatedClient:
             text = picked.text if picked is not None else "I do not know."
             extra.update(chose=why, source=picked.source if picked else None,
                          rank=picked.rank if picked else None, own_turn=picked.turn if picked else None)
-        latency = self._latency()
-        prompt_tokens = sum(approx_tokens(m["content"]) for m in request.messages)
-        return ModelReply(text=text, latency_s=latency, route=self.route, model_returned=self.route,
-                          usage={"prompt_tokens": prompt_tokens, "completion_tokens": approx_tokens(text)},
-                          cost_usd=0.0, params_requested=dict(request.params), extra=extra)
+        return self.simulated_reply(request, text, extra=extra)
 
 
 # -- the simulated judge ---------------------------------------------------------------

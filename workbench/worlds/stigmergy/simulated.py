@@ -15,7 +15,6 @@ every reply carries ``extra.simulated = True`` and the route ``sim/NAME``.
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -24,7 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from workbench.models.base import ModelReply, ModelRequest, approx_tokens
+from workbench.models.base import ModelReply, ModelRequest
+from workbench.models.simulated import SimulatedAgent
 
 REPLY_STYLES = ("clean", "prose", "fenced", "multi")
 
@@ -150,7 +150,7 @@ class _History:
     ops: list[tuple[dict[str, Any] | None, str]] = field(default_factory=list)  # (my op, result text)
 
 
-class SimulatedClient:
+class SimulatedClient(SimulatedAgent):
     """One simulated agent. Keeps its own random stream and its dispositions."""
     virtual_time = True  # latency is on the world clock, not waited for
 
@@ -178,7 +178,7 @@ class SimulatedClient:
             if m_own:
                 own_key, n = m_own.group(1), int(m_own.group(2))
                 own_true = sum(int(d) for d in str(n))
-            else:
+            elif m_mod:
                 own_key, n, mod = m_mod.group(1), int(m_mod.group(2)), int(m_mod.group(3))
                 if mod == 0:
                     return _Task("unknown")  # a task it cannot compute: it will say so
@@ -342,27 +342,10 @@ class SimulatedClient:
             return f"{body}\n{json.dumps(follow)}", style
         return body, style
 
-    def _latency(self) -> float:
-        p = self.profile
-        return round(p.latency_median_s * math.exp(p.latency_sigma * self.rng.gauss(0.0, 1.0)), 4)
-
     async def complete(self, request: ModelRequest) -> ModelReply:
         op, why = self._decide(request.messages)
         text, style = self._render(op, why)
-        prompt_tokens = sum(approx_tokens(m["content"]) for m in request.messages)
-        return ModelReply(
-            text=text,
-            latency_s=self._latency(),
-            route=self.route,
-            model_returned=self.route,
-            reasoning=why,
-            usage={"prompt_tokens": prompt_tokens, "completion_tokens": approx_tokens(text) + approx_tokens(why)},
-            cost_usd=0.0,
-            params_requested=dict(request.params),
-            params_sent={},
-            params_dropped=sorted(request.params),
-            extra={"simulated": True, "style": style},
-        )
+        return self.simulated_reply(request, text, reasoning=why, extra={"style": style})
 
 
 def check(route: str, profiles: dict[str, Profile] | None = None) -> None:
