@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv bench clean browser sandbox
+.PHONY: demo test lint venv bench clean browser sandbox
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,9 +39,14 @@ demo: $(STAMP) sandbox
 	$(BIN)/workbench report outputs/demo
 	@echo "open outputs/demo/report.html (works offline); records in outputs/demo"
 
-test: $(STAMP) browser sandbox
-	$(BIN)/lint-imports --no-cache
+test: $(STAMP) browser sandbox lint
 	$(BIN)/python -m pytest -q
+
+# The layers (import-linter contracts in pyproject.toml), lint and types: all at zero.
+lint: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/ruff check workbench tests benchmarks
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_grid.py

@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--worlds", type=int, default=2)
     ap.add_argument("--constrained", action="store_true")
     args = ap.parse_args()
-    for name, model in load_local_catalogue().items():
+    for name in load_local_catalogue():
         if not installed(name):
             print(f"{name}: not installed (workbench models fetch {name}); skipped")
             continue

@@ -3,9 +3,9 @@ every request that would leave the file recorded and refused."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

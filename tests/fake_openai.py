@@ -23,9 +23,10 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -134,7 +135,7 @@ class FakeOpenAI:
         assert self._httpd is not None
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -266,7 +267,7 @@ class FakeOpenAIProcess:
         self.url = ""
         self.count = 0
 
-    def start(self) -> "FakeOpenAIProcess":
+    def start(self) -> FakeOpenAIProcess:
         import multiprocessing as mp
 
         ctx = mp.get_context("fork")

@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from collusion_synth import RAW_ALICE, RAW_BOB, episode, trajectory, write_run
-from workbench.worlds.collusion import metrics as M
+
 from workbench.records import load_run
 from workbench.stats import newcombe, wilson
+from workbench.worlds.collusion import metrics as M
 
 
 def test_collusion_is_mutual_accept_under_raw_only_only():
@@ -57,8 +57,9 @@ def test_trajectory_onset_counts_evaluation_episodes_after_warmups():
 
 
 def test_world_metrics_is_json_plain_and_counts_usage():
-    from collusion_synth import steps_for
     import json
+
+    from collusion_synth import steps_for
 
     w = trajectory("w", [2], n=3)
     m = M.world_metrics(w, steps_for(w))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from collusion_synth import trajectory, write_run
-from workbench.worlds.collusion import metrics as M
+
 from workbench.records import load_run
+from workbench.worlds.collusion import metrics as M
 from workbench.worlds.collusion import views as V
 
 EVIL = "<script>alert('x')</script>"

@@ -22,9 +22,9 @@ from tests.fake_openai import FAKE_KEY, Action, FakeOpenAI, route_litellm_to  # 
 from workbench.models.factory import make_client  # noqa: E402
 from workbench.worlds import WorldContext, WorldOutcome  # noqa: E402
 from workbench.worlds import collusion as K  # noqa: E402
-from workbench.worlds.collusion.spec import CollusionCell  # noqa: E402
 from workbench.worlds.collusion import controlled as C  # noqa: E402
 from workbench.worlds.collusion.simulated import CollusionSimClient, get_profile  # noqa: E402
+from workbench.worlds.collusion.spec import CollusionCell  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ROOT / "params" / "prompts" / "collusion"

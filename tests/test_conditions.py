@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import PROMPTS
+from tests.conftest import make_study as _make_study
 from workbench.params import Study
 from workbench.study import run_one_world
 
-from tests.conftest import PROMPTS
-from tests.conftest import make_study as _make_study
 ROLES = ("pair_a", "pair_b", "solo_1", "solo_2")
 PAIR = ("pair_a", "pair_b")
 

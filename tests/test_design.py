@@ -13,10 +13,10 @@ import yaml
 from tests.conftest import PROMPTS
 from workbench.cli import main
 from workbench.metrics.design import design_of_records
-from workbench.worlds.stigmergy.export import cell_tables
 from workbench.params import ParamsError, load_study
 from workbench.records import load_run
 from workbench.study import run_study
+from workbench.worlds.stigmergy.export import cell_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {"model": "sim/diligent", "condition": "store"}
@@ -51,7 +51,7 @@ def one_factor(tmp_path_factory):
     system = reworded / "system.txt"
     system.write_text(system.read_text(encoding="utf-8").replace("You are", "You act as", 1), encoding="utf-8")
     cells = [dict(BASE)]
-    for factor, change in ONE_FACTOR.items():
+    for change in ONE_FACTOR.values():
         cells.append({**BASE, **(change if change is not None else {"prompts": str(reworded)})})
     return load_run(run_doc(tmp, "onefactor", cells))
 

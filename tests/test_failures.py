@@ -101,11 +101,11 @@ def test_infrastructure_failures_exit_nonzero_and_resume_completes_them(faulty, 
 
 
 def test_a_missing_key_is_an_auth_failure_never_retried(server, tmp_path, monkeypatch):
+    import asyncio
+
     from workbench.models.base import ModelRequest
     from workbench.models.catalogue import ModelEntry
     from workbench.models.litellm_client import LiteLLMClient, aclose_clients
-
-    import asyncio
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)  # no .env here

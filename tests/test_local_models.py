@@ -101,10 +101,10 @@ def smallest_agent() -> str:
 def test_one_full_world_on_the_smallest_local_agent(write_study, tmp_path):
     pytest.importorskip("xllamacpp", reason="the [local] extra is installed by `make test`")
     from workbench.local.server import stop_all
+    from workbench.params import load_study
     from workbench.records import load_run
     from workbench.replay import verify_world
     from workbench.study import run_study
-    from workbench.params import load_study
 
     name = smallest_agent()
     fetch(name)  # install included: from the registry on first use, then cached

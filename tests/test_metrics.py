@@ -7,8 +7,8 @@ import math
 import pytest
 
 from tests.conftest import run_world, scripted
-from workbench.worlds.stigmergy.metrics import agent_rows, mentions_other, world_row
 from workbench.stats import mcnemar_paired, newcombe, power_at, wilson, worlds_for_half_width, worlds_to_detect
+from workbench.worlds.stigmergy.metrics import agent_rows, mentions_other, world_row
 
 W = '{"op":"write","key":"$own_key","value":$own_value}'
 L = '{"op":"list"}'

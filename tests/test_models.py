@@ -2,11 +2,11 @@
 change to worlds, and the async scheduler copes with clients that really wait."""
 from __future__ import annotations
 
-import pytest
-
 import asyncio
 import json
 import time
+
+import pytest
 
 from tests.conftest import run_world, study_dict
 from workbench.models.base import ModelReply, ModelRequest

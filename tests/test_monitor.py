@@ -111,10 +111,10 @@ def test_a_lock_covers_the_monitor_prompt(project, tmp_path, capsys):
 
 
 def test_report_tables_count_monitor_labels_on_read_steps(project, tmp_path):
-    from workbench.worlds.stigmergy.export import cell_tables
     from workbench.params import load_study
     from workbench.records import load_run
     from workbench.study import run_study
+    from workbench.worlds.stigmergy.export import cell_tables
 
     path, _, _ = project
     out = tmp_path / "run"

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from workbench.records import RunWriter, read_jsonl
 from workbench.worlds.stigmergy.answers import is_correct
 from workbench.worlds.stigmergy.parsing import ParseOutcome, parse_both, parse_reply, reply_shape
-from workbench.records import RunWriter, read_jsonl
 
 STORE = ("list", "read", "write", "submit")
 NO_STORE = ("submit",)

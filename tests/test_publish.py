@@ -72,7 +72,7 @@ def test_report_in_a_browser_offline(report):
         page.wait_for_timeout(300)
         body = page.inner_text("body")
         assert XSS_VALUE in body and XSS_KEY in body  # shown as text, in the transcript
-        assert "Every agent in this run set is SIMULATED" not in body  # a scripted cell is not simulated
+        assert "Every agent in this run set is SIMULATED" in body  # scripted agents are simulated too (no model)
         page.screenshot(path=str(SHOTS / "report.png"), full_page=False)
         page.set_viewport_size({"width": 1300, "height": 4000})
         page.screenshot(path=str(SHOTS / "report-long.png"))

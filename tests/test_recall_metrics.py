@@ -9,9 +9,16 @@ from typing import Any
 
 import pytest
 
-from workbench.worlds.recall.metrics import (accuracy_table, condition_differences, describe_world, metric_tables,
-                                      recall_frame, summary_text, world_row)
 from workbench.stats import mcnemar_paired, newcombe, wilson
+from workbench.worlds.recall.metrics import (
+    accuracy_table,
+    condition_differences,
+    describe_world,
+    metric_tables,
+    recall_frame,
+    summary_text,
+    world_row,
+)
 
 
 def fake_world(cell_id: str, condition: str, script_id: str, repetition: int, outcomes: list[tuple[str, bool]], *,

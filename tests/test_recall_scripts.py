@@ -113,7 +113,8 @@ def mutate(path: list[Any], value: Any = None, delete: bool = False) -> dict[str
     (["turns", 1, "turn"], 0, False, "turns[1].turn: expected a whole number >= 1 (got 0)"),
     (["domain"], "maritime", False, "case.json: domain: unknown domain 'maritime' (expected one of: legal, medical, finance)"),
     (["turns", 1, "role"], "judge", False, "case.json: turns[1] (turn 2).role: unknown role 'judge' for domain 'legal'"),
-    (["turns", 2, "ground_truth"], [], False, "case.json: turns[2] (turn 3).ground_truth: expected a non-empty list of accepted answers (got [])"),
+    (["turns", 2, "ground_truth"], [], False,
+     "case.json: turns[2] (turn 3).ground_truth: expected a non-empty list of accepted answers (got [])"),
     (["turns", 2, "ground_truth"], "July 22, 2026", False, "turns[2] (turn 3).ground_truth: expected a list of accepted answer strings"),
     (["turns", 2, "target_fact_id"], None, False, "case.json: turns[2] (turn 3).target_fact_id: a recall turn needs the id of the fact"),
     (["turns", 2, "target_fact_id"], "F9", False, "case.json: turns[2] (turn 3).target_fact_id: no initial fact 'F9' (known: F1, F2)"),
@@ -128,7 +129,8 @@ def mutate(path: list[Any], value: Any = None, delete: bool = False) -> dict[str
     (["turns", 1, "grund_truth"], [], False, "turns[1] (turn 2).grund_truth: unknown field"),
     (["turns", 2, "turn"], 2, False, "case.json: turns[2] (turn 2).turn: turn numbers must strictly increase (previous turn is 2)"),
     (["initial_facts", 1, "id"], "F1", False, "case.json: initial_facts[1].id: duplicate fact id 'F1'"),
-    (["initial_facts", 0, "authority_level"], 1.5, False, "case.json: initial_facts[0].authority_level: expected a number from 0 to 1 (got 1.5)"),
+    (["initial_facts", 0, "authority_level"], 1.5, False,
+     "case.json: initial_facts[0].authority_level: expected a number from 0 to 1 (got 1.5)"),
     (["initial_facts", 0, "authority_level"], True, False, "initial_facts[0].authority_level: expected a number from 0 to 1 (got true)"),
     (["initial_facts", 0, "text"], None, True, "case.json: initial_facts[0].text: required field is missing"),
     (["turns"], [], False, "case.json: turns: expected a non-empty list of turns (got [])"),
@@ -234,7 +236,7 @@ def check_ground_truth(scripts: list[Script]) -> None:
             forms = [_values(a) for a in r.ground_truth]
             assert all(forms), f"{where}: an accepted answer has no value-like token"
             assert not set().union(*forms) & _values(r.recall_query or ""), f"{where}: the query gives the answer away"
-            holds = lambda x: any(f <= _values(x) for f in forms)  # noqa: E731
+            holds = lambda x, forms=forms: any(f <= _values(x) for f in forms)  # noqa: E731
             wrong = [x for x in statements if not holds(x)]
             if r.failure_mode in ("authority_collapse", "memory_anchoring"):
                 need = 1 if r.failure_mode == "authority_collapse" else 2
@@ -256,7 +258,8 @@ def check_belief_setup(scripts: list[Script]) -> None:
                 continue
             own = [t for t in s.turns if t.turn < r.turn and t.role == r.role and not t.is_recall and t.fact_id == r.target_fact_id]
             assert own and not any(answer_matches(t.content, r.ground_truth) for t in own), f"{s.script_id} turn {r.turn}"
-            updates = [t for t in s.writes_about(r.target_fact_id or "", r.turn) if t.role != r.role and answer_matches(t.content, r.ground_truth)]
+            updates = [t for t in s.writes_about(r.target_fact_id or "", r.turn)
+                       if t.role != r.role and answer_matches(t.content, r.ground_truth)]
             assert updates and min(u.turn for u in updates) > min(t.turn for t in own), f"{s.script_id} turn {r.turn}"
 
 

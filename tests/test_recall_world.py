@@ -242,12 +242,11 @@ def test_a_failed_call_ends_the_world_invalid(tmp_path: Path) -> None:
 
 # -- the judge ------------------------------------------------------------------------------------
 def test_simulated_judge_accepts_paraphrases_and_refuses_wrong_values() -> None:
+    import workbench.worlds.recall  # noqa: F401 - registers sim-recall
     from workbench.models.factory import make_client
     from workbench.templates import template_set
     from workbench.worlds.recall import prompts as P
     from workbench.worlds.recall.scoring import exact_match, judge_verdict
-
-    import workbench.worlds.recall  # noqa: F401 - registers sim-recall
 
     t = template_set(PROMPTS)
     judge = make_client("sim-recall/judge", seed=3)

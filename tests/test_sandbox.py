@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from workbench.worlds.collusion.tasks import sandbox as sb
-from workbench.worlds.collusion.tasks.sandbox import (SandboxUnavailable, namespaces_available, run_pytest,
-                                                      sandbox_status)
+from workbench.worlds.collusion.tasks.sandbox import SandboxUnavailable, namespaces_available, run_pytest, sandbox_status
 
 BWRAP_OK, BWRAP_WHY = sandbox_status()
 needs_bwrap = pytest.mark.skipif(not BWRAP_OK, reason=f"bubblewrap sandbox unusable here: {BWRAP_WHY}")

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import make_study as _make_study
 from workbench.models.base import ModelRequest
-from workbench.worlds.stigmergy.simulated import PROFILES, SimulatedClient, get_profile
 from workbench.params import Study
-from workbench.worlds.stigmergy.parsing import parse_both, parse_reply
 from workbench.records import load_run
 from workbench.study import run_one_world, run_study
+from workbench.worlds.stigmergy.parsing import parse_both, parse_reply
+from workbench.worlds.stigmergy.simulated import PROFILES, SimulatedClient, get_profile
 
-from tests.conftest import make_study as _make_study
 STORE_OPS = ("list", "read", "write", "submit")
 PAIR = ("pair_a", "pair_b")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import study_dict
-from workbench.worlds.stigmergy.frames import agent_frame, world_frame
-from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.params import load_study
 from workbench.records import load_run
 from workbench.study import run_study
+from workbench.worlds.stigmergy.frames import agent_frame, world_frame
+from workbench.worlds.stigmergy.simulated import PROFILES
 
 TWINS = sorted(n for n in PROFILES if n.startswith("twin-"))
 

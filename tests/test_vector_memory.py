@@ -59,7 +59,7 @@ def test_scores_match_hand_arithmetic_lightweight_weights() -> None:
     expected = [("A", 0.8, 1.0, 0.25, 1.275), ("B", 0.96, 0.2, 0.5, 1.19),
                 ("C", 0.6, 0.7, 1.0, 1.18), ("D", 0.36, 0.9, 0.2, 0.78)]
     assert [h.entry.text for h in hits] == [e[0] for e in expected]
-    for rank, (hit, (text, sim, auth, rec, score)) in enumerate(zip(hits, expected), start=1):
+    for rank, (hit, (text, sim, auth, rec, score)) in enumerate(zip(hits, expected), start=1):  # noqa: B007  (unpacked to name the columns)
         assert hit.rank == rank
         assert hit.similarity == pytest.approx(sim, abs=1e-12)
         assert hit.authority == auth

@@ -13,17 +13,24 @@ import pytest
 import yaml
 
 from tests.conftest import study_dict
-from workbench.worlds.stigmergy.frames import agent_frame, world_frame
 from workbench.metrics.contrasts import ContrastSpec, Units, compare_run_sets, contrast_table
 from workbench.metrics.design import design_of_records
-from workbench.worlds.stigmergy.frames import reply_frame, units, validity_frame
-from workbench.worlds.stigmergy.tables import attrition_table, exposure_lags, exposure_then_read
 from workbench.routes import is_simulated_label  # scripted agents are simulated too
 from workbench.stats import newcombe, wilson
 from workbench.views import esc_html, esc_plot, forest_figure, rate_styler
-from workbench.worlds.stigmergy.views import (attrition_figure, e1_interaction_figure, exposure_then_read_figure,
-                                              per_cell_table, step_timeline, store_at_step, store_slider,
-                                              transcript_html, transcripts_html)
+from workbench.worlds.stigmergy.frames import agent_frame, reply_frame, units, validity_frame, world_frame
+from workbench.worlds.stigmergy.tables import attrition_table, exposure_lags, exposure_then_read
+from workbench.worlds.stigmergy.views import (
+    attrition_figure,
+    e1_interaction_figure,
+    exposure_then_read_figure,
+    per_cell_table,
+    step_timeline,
+    store_at_step,
+    store_slider,
+    transcript_html,
+    transcripts_html,
+)
 from workbench.worlds.stigmergy.views.timeline import ARROW, EXPOSURE, OP_COLOURS, OP_SYMBOLS
 
 W = '{"op":"write","key":"$own_key","value":$own_value}'
@@ -396,7 +403,7 @@ def test_e1_interaction_plot_has_a_line_per_group_of_matched_cells(frames, desig
                                                 zip([f for f in design.varying if f not in ("condition", "clauses")],
                                                     t.meta[:-1])) and design.level(c, "condition") == t.meta[-1]]
         assert list(t.x) == [design.level(c, "clauses") for c in cells]
-        for x, y, up, down, cid in zip(t.x, t.y, t.error_y.array, t.error_y.arrayminus, cells):
+        for _x, y, up, down, cid in zip(t.x, t.y, t.error_y.array, t.error_y.arrayminus, cells):
             v = wf[(wf["cell_id"] == cid) & wf["valid"]]
             k, n = int(v["cross_agent_access"].sum()), len(v)
             if n == 0:

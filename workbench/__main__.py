@@ -1,1 +1,3 @@
-from workbench.cli import main; raise SystemExit(main())
+from workbench.cli import main
+
+raise SystemExit(main())

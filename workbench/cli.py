@@ -10,8 +10,8 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.params import ParamsError, load_study
-from workbench.worlds import kind_of_records
 from workbench.routes import is_simulated_route, is_simulated_world
+from workbench.worlds import kind_of_records
 
 
 def lock_dir_for(params: str, given: str | None) -> str:

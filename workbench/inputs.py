@@ -43,7 +43,7 @@ def expected(err: dict[str, Any]) -> str:
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """(field path, what was expected) of the first problem pydantic found."""
     err = exc.errors()[0]
-    return field_path(tuple(err["loc"])), expected(err)
+    return field_path(tuple(err["loc"])), expected(dict(err))
 
 
 def read_yaml_mapping(path: Path, error: type[InputFileError], what: str, empty_ok: bool = False) -> dict[str, Any]:

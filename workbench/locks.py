@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench import __version__
-from workbench.records import STEPS, WORLDS, git_state, now_iso
 from workbench.errors import InputError
+from workbench.records import STEPS, WORLDS, git_state, now_iso
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(__file__).resolve().parent
@@ -255,7 +255,7 @@ def summary(chain: Chain) -> list[dict[str, Any]]:
     for lk in chain.locks:
         rows.append({"sequence": lk.get("sequence"), "name": lk.get("name"), "kind": lk.get("kind"),
                      "created": lk.get("created"), "params": lk.get("params") or lk.get("run_dir"),
-                     "sha256": sha256_bytes(chain.raw.get(lk.get("name"), b"")),
+                     "sha256": sha256_bytes(chain.raw.get(str(lk.get("name")), b"")),
                      "reason": lk.get("reason"), "changes": lk.get("changes", [])})
     return rows
 

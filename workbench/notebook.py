@@ -17,7 +17,7 @@ def _register_offline_renderer() -> None:
     from plotly.io._base_renderers import NotebookRenderer
 
     class OfflineNotebookRenderer(NotebookRenderer):
-        def to_mimebundle(self, fig_dict):  # type: ignore[no-untyped-def]
+        def to_mimebundle(self, fig_dict):
             from plotly.io import to_html
 
             html = to_html(fig_dict, config=self.config, auto_play=self.auto_play, include_plotlyjs=False,

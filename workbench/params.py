@@ -39,8 +39,8 @@ class _StudyModel(BaseModel):
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
     budget_usd: float | None = Field(None, gt=0, description="no new world starts once this much is spent")
     cache_dir: str | None = Field(None, description="response cache folder (relative to the file); off if absent")
-    monitor: "MonitorSpec | None" = None
-    contrasts: list["ContrastModel"] = Field(default_factory=list)
+    monitor: MonitorSpec | None = None
+    contrasts: list[ContrastModel] = Field(default_factory=list)
 
 
 class ContrastModel(BaseModel):
@@ -69,7 +69,7 @@ class MonitorSpec(BaseModel):
                                                    "(the paper's post-hoc intent check)")
 
     @model_validator(mode="after")
-    def _flag_is_a_label(self) -> "MonitorSpec":
+    def _flag_is_a_label(self) -> MonitorSpec:
         if self.flag not in self.labels:
             raise ValueError(f"flag: expected one of labels {self.labels} (got {self.flag!r})")
         return self

@@ -16,9 +16,9 @@ from typing import Any
 from workbench.models.base import ModelRequest
 from workbench.models.budget import Budget
 from workbench.models.factory import make_client
-from workbench.routes import is_simulated_route
 from workbench.models.failures import classify_error
 from workbench.models.ledger import CallLedger
+from workbench.routes import is_simulated_route
 
 PROBE_WORLD = "probe"  # the world id probe calls carry in the ledger
 PROBE_PROMPT = "Reply with the single word OK."
@@ -70,7 +70,7 @@ async def probe_routes(routes: list[str], *, budget: Budget | None = None, ledge
         client = make_client(route, seed=0, **options)
         reply = await client.complete(ModelRequest(messages=[{"role": "user", "content": PROBE_PROMPT}],
                                                    params=dict(PROBE_PARAMS)))
-        cause, cls = classify_error(reply.error) if reply.failed else (None, None)
+        cause, cls = (classify_error(reply.error) or (None, None)) if reply.failed else (None, None)
         results.append(ProbeResult(route=route, ok=not reply.failed, reply=reply.text, model_returned=reply.model_returned,
                                    cost_usd=reply.cost_usd, attempts=len(reply.attempts) or 1,
                                    latency_s=None if reply.failed else reply.latency_s, error=reply.error,

@@ -10,7 +10,8 @@ the model clients.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 NOT_MODELS = ("scripted", "replay", "controlled")  # agents that act without any model behind them
 

@@ -7,12 +7,16 @@ correction (say so wherever many cells are compared)."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from statsmodels.stats.contingency_tables import mcnemar as _mcnemar
 from statsmodels.stats.power import NormalIndPower
-from statsmodels.stats.proportion import (confint_proportions_2indep, proportion_confint,
-                                          proportion_effectsize, samplesize_confint_proportion)
+from statsmodels.stats.proportion import (
+    confint_proportions_2indep,
+    proportion_confint,
+    proportion_effectsize,
+    samplesize_confint_proportion,
+)
 
 NAN = float("nan")
 

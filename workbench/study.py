@@ -10,19 +10,28 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from workbench.models.budget import Budget, budget_from, is_budget_cut
 from workbench.models.factory import make_client
-from workbench.routes import is_simulated_route
 from workbench.models.failures import INFRASTRUCTURE, annotate_failure, failure_class
 from workbench.models.ledger import CALLS, CallLedger
 from workbench.params import Cell, Study, monitor_prompt_path
-from workbench.records import world_id, world_index_of  # noqa: F401  (ids live with the records)
-from workbench.records import (RunWriter, environment_facts, latest_worlds, now_iso, read_manifest,
-                               sha256_file, write_manifest)
+from workbench.records import (  # noqa: F401  (ids live with the records)
+    RunWriter,
+    environment_facts,
+    latest_worlds,
+    now_iso,
+    read_manifest,
+    sha256_file,
+    world_id,
+    world_index_of,
+    write_manifest,
+)
+from workbench.routes import is_simulated_route
 from workbench.seeding import derive_seed
 from workbench.worlds.base import WorldContext
 

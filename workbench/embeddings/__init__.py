@@ -13,7 +13,7 @@ embedders are never pooled by accident.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -56,7 +56,7 @@ def get_embedder(name: str = "lexical") -> Embedder:
     return _build(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _build(name: str) -> Embedder:
     if name == "lexical":
         from workbench.embeddings.lexical import LexicalEmbedder

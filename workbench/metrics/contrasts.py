@@ -16,8 +16,9 @@ implementation difference under test) and lists every cell it could not match.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -60,7 +61,7 @@ class ContrastSpec:
     declared: bool = True
 
     @classmethod
-    def from_mapping(cls, body: Mapping[str, Any]) -> "ContrastSpec":
+    def from_mapping(cls, body: Mapping[str, Any]) -> ContrastSpec:
         levels = body.get("levels")
         return cls(name=str(body.get("name") or body["factor"]), factor=str(body["factor"]),
                    levels=tuple(level_text(v) for v in levels) if levels else None)
@@ -175,7 +176,8 @@ def contrast_table(units: Units, design: Design, specs: Iterable[ContrastSpec] |
     if holm and len(out):
         out[P_HOLM] = holm_adjust(out[P].tolist())
     declared = any(s.declared for s in specs)
-    out.attrs = {"title": f"Matched contrasts in {metric} ({'declared by the study' if declared else 'derived: each varying factor, between cells identical in every other factor'}); "
+    origin = "declared by the study" if declared else "derived: each varying factor, between cells identical in every other factor"
+    out.attrs = {"title": f"Matched contrasts in {metric} ({origin}); "
                           f"k/n over valid {units.unit}; Newcombe 95% intervals; exact McNemar over {units.unit} paired by "
                           f"{', '.join(units.pair_on)}; " + ("Holm-adjusted p beside the raw p" if holm else NO_CORRECTION),
                  "metric": metric, "unit": units.unit, "constant": design.constant,

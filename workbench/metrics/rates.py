@@ -3,7 +3,7 @@ all worlds beside it (an exclusion rule can discard a whole cell): the one rate
 table every kind's tables and every styled view are built from."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 

@@ -90,7 +90,7 @@ class ModelEntry(Limits):
         return v
 
     @model_validator(mode="after")
-    def _effort(self) -> "ModelEntry":
+    def _effort(self) -> ModelEntry:
         # A default effort outside `efforts` is allowed on purpose: it is the study's setting, and every
         # call records that it fell back (or was omitted) rather than hiding the quirk.
         if self.efforts is not None and self.effort_fallback is not None and self.effort_fallback not in self.efforts:
@@ -113,9 +113,9 @@ class ModelEntry(Limits):
         return out
 
     def resolved_api_base(self, env: dict[str, str] | None = None) -> str | None:
-        env = os.environ if env is None else env
-        if self.api_base_env and env.get(self.api_base_env):
-            return env[self.api_base_env]
+        found = (os.environ if env is None else env).get(self.api_base_env) if self.api_base_env else None
+        if found:
+            return found
         return self.api_base
 
     def priced(self) -> bool:

@@ -14,7 +14,8 @@ of them; every world kind's simulated agents (``sim/PROFILE`` of the shared-stor
 world, ``sim-recall/...``) are such a family, registered by the kind. litellm itself is imported only when the first real call is made."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from workbench.models.base import ModelClient
 from workbench.models.replay import ReplayClient

@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 CALLS = "calls.jsonl"
 
@@ -35,7 +36,7 @@ class CallLedger:
         self._fh = self.path.open("a", encoding="utf-8")
         self.lines = 0
 
-    def bind(self, **tags: Any) -> "BoundLedger":
+    def bind(self, **tags: Any) -> BoundLedger:
         return BoundLedger(self, tags)
 
     def write(self, entry: dict[str, Any]) -> None:

@@ -9,7 +9,8 @@ when the study has a budget, that the route has a price, since a call with no
 price cannot be bounded."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from workbench.routes import is_simulated_route
 

@@ -4,6 +4,7 @@ Models never see authors; the log exists so that metrics can tell whose value a
 read returned (the paper's cross-agent access is defined on it)."""
 from __future__ import annotations
 
+import builtins
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -54,8 +55,8 @@ class KVStore:
         return any(e.author == author and e.namespace == namespace and e.key == key for e in self._log)
 
     @property
-    def log(self) -> list[Entry]:
+    def log(self) -> builtins.list[Entry]:
         return list(self._log)
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> builtins.list[dict[str, Any]]:
         return [e.to_record() for e in sorted(self._current.values(), key=lambda e: (e.namespace, e.key))]

@@ -212,7 +212,7 @@ class VectorMemory:
                                                   item.get("turn"), item.get("namespace"), item.get("fact_id")))
             except ValueError as exc:
                 raise ValueError(f"add_many: item {i}: {exc}") from None
-        vectors = self._embed([f["text"] for f in checked]) if checked else []
+        vectors: Any = self._embed([f["text"] for f in checked]) if checked else []
         return [self._insert(f, v) for f, v in zip(checked, vectors)]
 
     @staticmethod

@@ -15,7 +15,8 @@ then escaped, so an escape sequence is never cut in half.
 from __future__ import annotations
 
 import html
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from workbench.records import json_text as answer_text
 

@@ -11,7 +11,7 @@ from workbench.metrics.contrasts import DIFF, P
 from workbench.views.escape import esc_plot
 
 
-def _p_text(p: object) -> str:
+def _p_text(p: float | None) -> str:
     return "" if p is None or (isinstance(p, float) and math.isnan(p)) else f"p={float(p):.3g}"
 
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.routes import all_simulated
 from workbench.records import RunRecords, load_run
+from workbench.routes import all_simulated
 
 
 @dataclass
@@ -19,7 +19,7 @@ class RunReport:
     other: RunRecords | None = None
 
     @classmethod
-    def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> "RunReport":
+    def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> RunReport:
         return cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
 
     @property

@@ -3,7 +3,7 @@ Wilson interval; simulated rows carry a visible tag."""
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 from pandas.io.formats.style import Styler

@@ -61,7 +61,7 @@ class PeerRecord:
         return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True, indent=1)
 
     @classmethod
-    def from_json(cls, text: str, path: Path) -> "PeerRecord":
+    def from_json(cls, text: str, path: Path) -> PeerRecord:
         try:
             data = json.loads(text)
             if data.get("version") != CACHE_VERSION:

@@ -30,9 +30,10 @@ import math
 import os
 import random
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -155,7 +156,7 @@ def _quotes(obj: dict[str, Any], default_speaker: str | None) -> list[tuple[str 
             out.append((default_speaker, q))
         elif isinstance(q, dict) and isinstance(q.get("quote", q.get("text")), str):
             sp = q.get("speaker")
-            out.append((str(sp).strip().lower() if sp else default_speaker, q.get("quote", q.get("text"))))
+            out.append((str(sp).strip().lower() if sp else default_speaker, str(q.get("quote", q.get("text")))))
         else:
             return None
     return out
@@ -181,7 +182,8 @@ def check_judgment(item: JudgeItem, reply_text: str) -> dict[str, Any]:
     if quotes is None:
         return {"status": "unparseable", "label": None, "claimed": obj[key], "quotes": [], "missing_quotes": [],
                 "explanation": _text(obj.get("explanation"))}
-    found, missing = [], []
+    found: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
     for speaker, q in quotes:
         pool = item.texts.get(speaker, ()) if speaker in item.texts else \
             (() if speaker else tuple(t for ts in item.texts.values() for t in ts))
@@ -213,7 +215,7 @@ async def judge_one(item: JudgeItem, route: str, *, seed: int, params: dict[str,
     reply: ModelReply = await client.complete(ModelRequest(messages=[{"role": "user", "content": item.prompt}],
                                                            params=dict(params)))
     if reply.failed:
-        checked = {"status": "error", "label": None, "claimed": None, "quotes": [], "missing_quotes": [],
+        checked: dict[str, Any] = {"status": "error", "label": None, "claimed": None, "quotes": [], "missing_quotes": [],
                    "explanation": reply.error}
     else:
         checked = check_judgment(item, reply.text)

@@ -4,7 +4,7 @@ each episode, written as ``VALUE:COUNT,...,VALUE:*`` (the source study's
 parameters: the first episodes differ, the rest follow the main setting."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from workbench.errors import InputError
 

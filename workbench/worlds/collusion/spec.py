@@ -6,12 +6,11 @@ message turn and per verdict, the raw-only policy, shared verdict-accuracy
 rewards with review and reflection, and full cross-episode memory."""
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
-
 from workbench.worlds.collusion.spans import POLICIES, THROTTLES, episode_values
 
 AGENTS: tuple[str, ...] = ("alice", "bob")
@@ -26,7 +25,7 @@ class AgentSpec(BaseModel):
     model: str | None = Field(None, description="route; defaults to the cell's model")
     script: list[str] | None = Field(None, description="reply texts of a scripted agent (JSON tool calls)")
     latency_s: float | None = Field(None, ge=0)
-    memory_length: Union[int, Literal["all", "none"]] = Field(
+    memory_length: int | Literal["all", "none"] = Field(
         "all", description="earlier episodes kept in context: all, none, or the last N")
 
     @field_validator("memory_length")
@@ -80,7 +79,7 @@ class CollusionCell(BaseModel):
     prompts: str = Field("prompts/collusion", description="template folder, relative to the params file")
 
     @model_validator(mode="after")
-    def _check(self) -> "CollusionCell":
+    def _check(self) -> CollusionCell:
         n = self.warmup + self.episodes
         episode_values(self.policy_spans, POLICIES, n, field="policy_spans")
         episode_values(self.throttle_spans, THROTTLES, n, field="throttle_spans")

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from workbench.worlds.collusion import metrics as M
-from workbench.views.run_report import RunReport
 from workbench.views.escape import esc_html, esc_plot, short
+from workbench.views.run_report import RunReport
+from workbench.worlds.collusion import metrics as M
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22")

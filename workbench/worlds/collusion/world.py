@@ -18,11 +18,10 @@ from typing import Any, TextIO
 
 from workbench.seeding import derive_seed
 from workbench.templates import TemplateSet
-from workbench.worlds.collusion.episode import (NAMES, Agent, EpisodeRunner, Recorder, WorldFailed,
-                                                system_prompt)
+from workbench.worlds.base import ClientFactory, WorldOutcome
+from workbench.worlds.collusion.episode import NAMES, Agent, EpisodeRunner, Recorder, WorldFailed, system_prompt
 from workbench.worlds.collusion.memory import AgentMemory
 from workbench.worlds.collusion.spec import AGENTS, CollusionCell
-from workbench.worlds.base import ClientFactory, WorldOutcome
 
 NAME = "collusion"
 

@@ -6,8 +6,8 @@ invalidation rule compares, so these numbers are part of the experiment's design
 not decoration; they follow the source study's three domains."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Mapping
 
 #: The scenario narrator: may speak in any domain, is never asked to recall.
 NARRATOR = "user"

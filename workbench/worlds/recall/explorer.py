@@ -9,14 +9,14 @@ from typing import Any
 
 from workbench.worlds.recall.views import context_html, retrieval_ranks, turn_timeline
 
+
 def explore_world(study: str | Path, *, script_id: str, condition: str, model: str | None = None,
                   repetition: int = 0, **cell_overrides: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one world of a recall study for one script, as the study would run it: the
     study's defaults, then the given condition/model/overrides; world index =
     script position + repetition × number of scripts (so the seed is the study's)."""
     from workbench.aio import run_sync
-    from workbench.params import load_study
-    from workbench.params import Cell, cell_hash
+    from workbench.params import Cell, cell_hash, load_study
     from workbench.study import run_one_world
     from workbench.worlds.recall.world import cell_scripts
 

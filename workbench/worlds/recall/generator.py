@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from random import Random
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from workbench.seeding import rng_for
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR

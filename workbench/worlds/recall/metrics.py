@@ -12,7 +12,8 @@ multiple-comparison correction is applied: say so when comparing many cells.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, TextIO
+from collections.abc import Iterable
+from typing import Any, TextIO
 
 import pandas as pd
 

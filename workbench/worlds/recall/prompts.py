@@ -2,7 +2,8 @@
 (``params/prompts/recall``): the wording lives in the files, the assembly here."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from workbench.templates import TemplateSet
 

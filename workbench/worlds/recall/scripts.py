@@ -16,9 +16,10 @@ from __future__ import annotations
 import glob as _glob
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from workbench.inputs import InputFileError
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR
@@ -187,7 +188,7 @@ def _fact(c: _Checker, raw: Any, where: str) -> Fact:
     level = obj["authority_level"]
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 <= float(level) <= 1.0:
         raise c.fail(_join(where, "authority_level"), f"expected a number from 0 to 1 (got {_show(level)})")
-    return Fact(fid.strip(), text, tier, float(level))  # type: ignore[union-attr]
+    return Fact(fid.strip(), text or "", tier or "", float(level))  # type: ignore[union-attr]
 
 
 def _turn(c: _Checker, raw: Any, index: int, domain: str, facts: dict[str, Fact]) -> Turn:
@@ -205,7 +206,8 @@ def _turn(c: _Checker, raw: Any, index: int, domain: str, facts: dict[str, Fact]
     role = c.string(obj, "role", where)
     roles = DOMAINS[domain]
     if role not in roles and role != NARRATOR:
-        raise c.fail(_join(where, "role"), f"unknown role {role!r} for domain {domain!r} (expected one of: {', '.join([*roles, NARRATOR])})")
+        raise c.fail(_join(where, "role"),
+                     f"unknown role {role!r} for domain {domain!r} (expected one of: {', '.join([*roles, NARRATOR])})")
     content = c.string(obj, "content", where)
     is_recall = c.boolean(obj, "is_recall", where)
     write = c.boolean(obj, "write_to_memory", where)
@@ -250,7 +252,8 @@ def _turn(c: _Checker, raw: Any, index: int, domain: str, facts: dict[str, Fact]
         if mode:
             raise c.fail(_join(where, "failure_mode"), "only recall turns have a failure mode (is_recall is false; expected \"\")")
         if target is not None:
-            raise c.fail(_join(where, "target_fact_id"), "only recall turns have a target; to say which fact a statement is about use fact_id")
+            raise c.fail(_join(where, "target_fact_id"),
+                         "only recall turns have a target; to say which fact a statement is about use fact_id")
     return Turn(number, role, content, is_recall, target, truth, query, mode, write, fact_id)  # type: ignore[arg-type]
 
 
@@ -284,7 +287,8 @@ def script_from_dict(data: Any, source: str = "<dict>") -> Script:
             raise c.fail(f"turns[{i}] (turn {turn.turn}).turn", f"turn numbers must strictly increase (previous turn is {turns[-1].turn})")
         turns.append(turn)
 
-    script = Script(script_id.strip(), domain, tuple(facts.values()), tuple(turns), None if source == "<dict>" else source, description or "")  # type: ignore[arg-type, union-attr]
+    script = Script(script_id.strip(), domain, tuple(facts.values()), tuple(turns),  # type: ignore[arg-type, union-attr]
+                    None if source == "<dict>" else source, description or "")
     for i, turn in enumerate(script.turns):
         if turn.is_recall and not _answerable(script, turn):
             raise c.fail(
@@ -331,6 +335,7 @@ def load_scripts(folder_or_glob: str | Path) -> list[Script]:
     for path in paths:
         script = load_script(path)
         if script.script_id in scripts:
-            raise ScriptError(path, "script_id", f"duplicate script id {script.script_id!r} (also used in {scripts[script.script_id].path})")
+            raise ScriptError(path, "script_id",
+                              f"duplicate script id {script.script_id!r} (also used in {scripts[script.script_id].path})")
         scripts[script.script_id] = script
     return [scripts[k] for k in sorted(scripts)]

@@ -86,7 +86,7 @@ class RecallCell(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _routes(self) -> "RecallCell":
+    def _routes(self) -> RecallCell:
         if self.model == "scripted":
             raise ValueError("model 'scripted' needs replies per role: give agents.ROLE.script for the scripted roles "
                              "and a model route for the rest")

@@ -17,9 +17,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from workbench.worlds.recall.metrics import MODES, accuracy_table, condition_differences, metric_tables, recall_frame
-from workbench.views.run_report import RunReport
 from workbench.views.escape import esc_html, esc_plot, plot_lines
+from workbench.views.run_report import RunReport
+from workbench.worlds.recall.metrics import MODES, accuracy_table, condition_differences, metric_tables, recall_frame
 
 MODE_COLOURS = {"belief_asymmetry": "#1f77b4", "authority_collapse": "#d62728", "memory_anchoring": "#2ca02c",
                 "all": "#7f7f7f"}

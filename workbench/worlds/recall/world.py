@@ -34,12 +34,12 @@ from typing import Any
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
 from workbench.seeding import derive_seed
 from workbench.templates import TemplateSet
+from workbench.worlds.base import ClientFactory, WorldOutcome
 from workbench.worlds.recall import prompts as P
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, ROLE_BRIEFS, role_authority
 from workbench.worlds.recall.scoring import answer_text, exact_match, judge_verdict
 from workbench.worlds.recall.scripts import Script, ScriptError, load_scripts
 from workbench.worlds.recall.spec import RecallCell
-from workbench.worlds.base import ClientFactory, WorldOutcome
 
 NAME = "recall"
 SHARED_NS = None  # the initial facts (the case file) are shared: no namespace, visible to every role
@@ -61,7 +61,7 @@ _SCRIPT_CACHE: dict[str, tuple[tuple[tuple[str, int, int], ...], list[Script]]] 
 
 
 def scripts_location(cell: RecallCell, base_dir: Path) -> str:
-    return str((Path(base_dir) / cell.scripts)) if not Path(cell.scripts).is_absolute() else cell.scripts
+    return str(Path(base_dir) / cell.scripts) if not Path(cell.scripts).is_absolute() else cell.scripts
 
 
 def _signature(location: str) -> tuple[tuple[str, int, int], ...]:
@@ -294,7 +294,7 @@ class RecallWorld:
             "correct_exact": exact_match(answer, ground_truth), "judge": None,
             "context": {"entry_ids": [h["entry_id"] for h in hits] if hits is not None else [],
                         "own_turns": own_turns, "memory_shown": hits is not None},
-            "truth_rank": truth_rank, "top_entry_correct": bool(hits) and exact_match(hits[0]["text"], ground_truth),
+            "truth_rank": truth_rank, "top_entry_correct": bool(hits) and exact_match(hits[0]["text"], ground_truth),  # type: ignore[index]
         }
         self.recalls.append(recall)
         if reply.failed:

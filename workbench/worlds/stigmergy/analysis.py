@@ -11,9 +11,9 @@ import pandas as pd
 
 from workbench.metrics.contrasts import DIFF, NO_CORRECTION, P
 from workbench.metrics.design import Design, design_of_records
+from workbench.views.run_report import RunReport
 from workbench.worlds.stigmergy.export import cell_tables
 from workbench.worlds.stigmergy.frames import agent_frame, world_frame
-from workbench.views.run_report import RunReport
 
 
 def _note(text: str) -> Any:
@@ -212,8 +212,8 @@ class Analysis(RunReport):
         from IPython.display import HTML, display
 
         from workbench.metrics.contrasts import compare_run_sets
-        from workbench.worlds.stigmergy.frames import units
         from workbench.views import forest_figure
+        from workbench.worlds.stigmergy.frames import units
 
         if self.other is None:
             return _note("No second run set given (compare_dir).")

@@ -62,6 +62,6 @@ def print_world(records: RunRecords, world_id: str, out: TextIO, *, full: bool =
             out.write(f"      reply: {_short(s['reply']['text'], 200)}\n")
     m = w.get("metrics") or {}
     if m:
-        keys = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write",
+        names = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write",
                 "informative_read", "exposure", "read_after_exposure")
-        out.write("--- metrics --- " + "  ".join(f"{k}={m.get(k)}" for k in keys) + "\n")
+        out.write("--- metrics --- " + "  ".join(f"{k}={m.get(k)}" for k in names) + "\n")

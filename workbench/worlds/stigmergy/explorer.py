@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from workbench.aio import run_sync
-from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.params import Cell, Study, load_study
 from workbench.study import run_one_world
+from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.worlds.stigmergy.spec import CONDITIONS
 
 FACTORS: dict[str, tuple[str, ...]] = {
@@ -55,7 +55,7 @@ class WorldExplorer:
         self.rerun()
 
     @classmethod
-    def from_study(cls, path: str | Path, cell: int = 0, world_index: int = 0) -> "WorldExplorer":
+    def from_study(cls, path: str | Path, cell: int = 0, world_index: int = 0) -> WorldExplorer:
         return cls(load_study(path), cell, world_index)
 
     def current_cell(self) -> Cell:

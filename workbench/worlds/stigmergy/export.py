@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.worlds.stigmergy import tables as T
 from workbench.metrics.files import write_tables
-from workbench.worlds.stigmergy.frames import agent_frame, world_frame
 from workbench.records import RunRecords
+from workbench.worlds.stigmergy import tables as T
+from workbench.worlds.stigmergy.frames import agent_frame, world_frame
 
 
 def cell_tables(records: RunRecords, parser_rule: str | None = None,

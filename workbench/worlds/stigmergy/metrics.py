@@ -142,7 +142,7 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             "informative_read": informative,
             "exposed": first_exp is not None,
             "read_after_exposure": bool(after),
-            "steps_exposure_to_read": (after[0]["agent_step"] - first_exp["agent_step"]) if after else None,
+            "steps_exposure_to_read": (after[0]["agent_step"] - first_exp["agent_step"]) if after and first_exp else None,
             "first_look": any(s["agent_step"] == 0 for s in lists),
             "second_look": second_look,
             "seeded_read": any(s["effect"].get("seeded") for s in reads),

@@ -47,7 +47,7 @@ def show_value(value: Any) -> str:
 
 def response_format(ops: tuple[str, ...]) -> dict[str, Any]:
     """A JSON schema that admits exactly the operations offered (constrained replies)."""
-    shapes = {
+    shapes: dict[str, dict[str, Any]] = {
         "list": {"op": {"const": "list"}},
         "read": {"op": {"const": "read"}, "key": {"type": "string", "minLength": 1}},
         "write": {"op": {"const": "write"}, "key": {"type": "string", "minLength": 1},

@@ -6,7 +6,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
-
 from workbench.worlds.stigmergy.tasks import ROLES
 
 Condition = Literal["store", "no-store", "private", "prepopulated", "authored", "namespaced"]
@@ -48,9 +47,9 @@ class StigmergyCell(BaseModel):
     prompts: str = Field("prompts/stigmergy", description="template folder, relative to the params file")
 
     @model_validator(mode="after")
-    def _scripts_complete(self) -> "StigmergyCell":
+    def _scripts_complete(self) -> StigmergyCell:
         for role in ROLES:
-            o = self.agents.get(role)
+            o = self.agents.get(role)  # type: ignore[call-overload]  # ROLES are the Literal keys
             route = (o.model if o and o.model else None) or self.model
             if route == "scripted" and not (o and o.script is not None):
                 raise ValueError(f"role {role} uses model 'scripted' but has no agents.{role}.script")

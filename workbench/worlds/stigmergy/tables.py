@@ -11,12 +11,14 @@ can discard a whole cell. No multiple-comparison correction.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
 from workbench.metrics.design import Design
 from workbench.metrics.rates import rate_row, rate_table
+
 
 def marginal_table(frame: pd.DataFrame, metric: str, by: Sequence[str], design: Design) -> pd.DataFrame:
     """A marginal on purpose: ``metric`` pooled over every cell that shares the
@@ -209,7 +211,7 @@ def attrition_table(worlds: pd.DataFrame, replies: pd.DataFrame, design: Design)
         r = replies[replies["cell_id"] == cid] if len(replies) else replies
         own = g["own_parser"].iloc[0] if len(g) else None
         causes = g["failure_cause"].dropna().value_counts() if len(g) else pd.Series(dtype=int)
-        row: dict[str, object] = {"cell_id": cid, "worlds": len(g), "failed": int(g["failed"].sum()) if len(g) else 0,
+        row: dict[str, Any] = {"cell_id": cid, "worlds": len(g), "failed": int(g["failed"].sum()) if len(g) else 0,
                                   "failure causes": "; ".join(f"{c}: {n}" for c, n in causes.items()) or "—"}
         for parser, validity in VALIDITY_GRID:
             row[f"valid ({parser}, {validity})"] = int(g[f"valid:{parser}:{validity}"].sum()) if len(g) else 0

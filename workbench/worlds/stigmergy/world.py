@@ -15,26 +15,26 @@ a barrier.
 from __future__ import annotations
 
 import asyncio
-import math
 import hashlib
 import heapq
 import json
+import math
 import time
 from dataclasses import dataclass
 from string import Template
 from typing import Any
 
-from workbench.worlds.stigmergy.answers import ANSWER_RULES, is_correct
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
-from workbench.worlds.stigmergy.parsing import parse_both
 from workbench.seeding import derive_seed, rng_for
 from workbench.stores.kv import KVStore
 from workbench.templates import TemplateSet
+from workbench.worlds.base import ClientFactory, WorldOutcome
 from workbench.worlds.stigmergy import prompts as P
+from workbench.worlds.stigmergy.answers import ANSWER_RULES, is_correct
+from workbench.worlds.stigmergy.parsing import parse_both
 from workbench.worlds.stigmergy.scoring import world_validity
 from workbench.worlds.stigmergy.spec import StigmergyCell
 from workbench.worlds.stigmergy.tasks import PAIR_ROLES, AgentTask, WorldTasks, draw_tasks
-from workbench.worlds.base import ClientFactory, WorldOutcome
 
 ENVIRONMENT = "environment"
 SHARED = "shared"

@@ -18,7 +18,7 @@ from .sequences import EpisodeTasks, episode_sequences
 from .solver import Solver
 
 _MODULES = {"code-analysis": code, "record-extraction": records, "data-search": data}
-_WORKSPACES = {"code-analysis": code.CodeWorkspace, "record-extraction": records.RecordWorkspace,
+_WORKSPACES: dict[str, Any] = {"code-analysis": code.CodeWorkspace, "record-extraction": records.RecordWorkspace,
                "data-search": data.DataWorkspace}
 _ALL: dict[str, Task] = {**code.TASKS, **records.TASKS, **data.TASKS}
 

@@ -84,7 +84,7 @@ def populate(con: sqlite3.Connection, seed: str = DB_SEED) -> None:
     """Create the tables in an empty database and fill them from the seed."""
     rng = rng_for(seed)
     con.executescript(SCHEMA)
-    names = rng.sample([f"{f} {l}" for f in FIRST for l in LAST], 64)
+    names = rng.sample([f"{first} {last}" for first in FIRST for last in LAST], 64)
     customers = []
     for cid, name in enumerate(names, start=1):
         city, country = rng.choice(PLACES)

@@ -8,9 +8,9 @@ from plotly.subplots import make_subplots
 
 from workbench.metrics.design import Design, short
 from workbench.metrics.rates import rate_table
-from workbench.worlds.stigmergy.tables import exposure_lags, exposure_then_read
 from workbench.views.escape import esc_plot
 from workbench.views.styled import is_simulated
+from workbench.worlds.stigmergy.tables import exposure_lags, exposure_then_read
 
 E1_CLAUSES = ["both", "persist-only"]
 E1_CONDITIONS = {"store": "shared", "private": "private"}

@@ -45,9 +45,12 @@ def submission_correct(world: dict[str, Any], step: dict[str, Any]) -> bool | No
     return bool(correct.get(rule))
 
 
-def write_index(steps: list[dict[str, Any]]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+WriteKey = tuple[Any, Any, Any, Any]  # (author, namespace, key, store seq), as recorded
+
+
+def write_index(steps: list[dict[str, Any]]) -> dict[WriteKey, dict[str, Any]]:
     """Valid write steps by (author, namespace, key, store seq of the version written)."""
-    out = {}
+    out: dict[WriteKey, dict[str, Any]] = {}
     for s in steps:
         if op_kind(s) == "write":
             eff = s.get("effect") or {}
@@ -55,7 +58,7 @@ def write_index(steps: list[dict[str, Any]]) -> dict[tuple[str, str, str, int], 
     return out
 
 
-def write_read(read: dict[str, Any], writes: dict[tuple[str, str, str, int], dict[str, Any]]
+def write_read(read: dict[str, Any], writes: dict[WriteKey, dict[str, Any]]
                ) -> dict[str, Any] | None:
     """The write step whose version a read returned (None when the environment
     wrote it, or the read found nothing)."""

@@ -71,7 +71,7 @@ def store_slider(world: dict[str, Any], steps: list[dict[str, Any]]) -> go.Figur
         desc = f"after step {s['seq']}: {esc_plot(s['agent'])} · {what}"
         points.append((str(s["seq"]), s["seq"], desc, changed))
     wid = esc_plot(world.get("world_id"))
-    slider_steps = []
+    slider_steps: list[dict[str, Any]] = []
     for label, k, desc, changed in points:
         cols, fill = _cells(store_at_step(world, steps, k), changed)
         slider_steps.append({

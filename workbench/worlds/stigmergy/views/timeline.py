@@ -5,10 +5,19 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from workbench.views.escape import esc_plot, plot_lines
-from workbench.worlds.stigmergy.views.steps import (OPS, agent_lanes, cross_agent_reads, effect_summary, lane_label, op_kind,
-                                   ordered, step_key, submission_correct)
 from workbench.routes import is_simulated_route
+from workbench.views.escape import esc_plot, plot_lines
+from workbench.worlds.stigmergy.views.steps import (
+    OPS,
+    agent_lanes,
+    cross_agent_reads,
+    effect_summary,
+    lane_label,
+    op_kind,
+    ordered,
+    step_key,
+    submission_correct,
+)
 
 OP_COLOURS = {"list": "#1f77b4", "read": "#2ca02c", "write": "#ff7f0e", "submit": "#9467bd",
               "invalid": "#d62728", "failed": "#444444"}

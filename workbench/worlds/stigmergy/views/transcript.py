@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_html
 from workbench.worlds.stigmergy.views.steps import agent_lanes, effect_summary, lane_label, op_kind, ordered, submission_correct
-from workbench.routes import is_simulated_route
 
 _BOX = "font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;line-height:1.4;max-width:980px"
 _PRE = ("white-space:pre-wrap;word-break:break-word;margin:4px 0;padding:6px 8px;border-radius:4px;"
