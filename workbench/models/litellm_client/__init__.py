@@ -1,7 +1,7 @@
 """Real models through litellm, with the request path recorded exactly.
 
 A package, one module per concern: :mod:`.loader` (litellm, offline), :mod:`.keys`
-(keys and redaction), :mod:`.limits`, :mod:`.retries` (what to retry, Retry-After),
+(keys and redaction), :mod:`.limits`, :mod:`.cache` (replies), :mod:`.retries` (what to retry, Retry-After),
 :mod:`.request` (parameters), :mod:`.client` (the call loop, cache, budget, ledger),
 :mod:`.build`.
 

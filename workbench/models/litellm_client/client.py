@@ -1,12 +1,8 @@
-"""One client per agent: the call loop (attempts, backoff, cache, budget, ledger) and the reply's facts."""
+"""One client per agent: the call loop (attempts, backoff, the cache, the budget, the ledger) and the reply's facts."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
-import os
 import random
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -18,6 +14,7 @@ from workbench.models.budget import BUDGET_ERROR, Budget
 from workbench.models.catalogue import ModelEntry
 from workbench.models.ledger import BoundLedger
 from workbench.models.litellm_client import loader
+from workbench.models.litellm_client.cache import ReplyCache, cache_key
 from workbench.models.litellm_client.keys import _api_base, find_key, redact
 from workbench.models.litellm_client.limits import limits_for
 from workbench.models.litellm_client.loader import get_litellm
@@ -115,33 +112,14 @@ class LiteLLMClient:
         return round(base * (0.5 + self.rng.random()), 6)
 
     def cache_key(self, messages: list[dict[str, Any]], sent: dict[str, Any]) -> str:
-        material = {"route": self.route, "api_base": (self.api_base or "").rstrip("/") or None,
-                    "messages": messages, "params": sent}
-        return hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False,
-                                         default=str).encode()).hexdigest()
-
-    def _cache_path(self, key: str) -> Path:
-        assert self.cache_dir is not None
-        return self.cache_dir / key[:2] / f"{key}.json"
+        return cache_key(self.route, self.api_base, messages, sent)
 
     def _cache_get(self, key: str) -> dict[str, Any] | None:
-        if self.cache_dir is None:
-            return None
-        try:
-            data = json.loads(self._cache_path(key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) and isinstance(data.get("reply"), dict) else None
+        return ReplyCache(self.cache_dir).get(key) if self.cache_dir is not None else None
 
     def _cache_put(self, key: str, reply: ModelReply) -> None:
-        if self.cache_dir is None:
-            return
-        path = self._cache_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps({"key": key, "reply": reply.to_record()}, ensure_ascii=False, default=str),
-                       encoding="utf-8")
-        os.replace(tmp, path)
+        if self.cache_dir is not None:
+            ReplyCache(self.cache_dir).put(key, reply)
 
     def _prices(self) -> tuple[float, float] | None:
         """Per-token (input, output) USD: litellm's map for the route, else the catalogue's."""
