@@ -126,16 +126,8 @@ class RunWriter:
 
 
 def world_id(cell_id: str, world_index: int) -> str:
+    """A world's name. Never parsed: records carry ``cell_id`` and ``world_index`` as fields."""
     return f"{cell_id}-{world_index:04d}"
-
-
-def world_index_of(world_id: str) -> int:
-    """The inverse of :func:`world_id`: kinds that pair cells by world index (script i,
-    episode sequence i) read it from the id they are given."""
-    tail = world_id.rsplit("-", 1)[-1]
-    if not tail.isdigit():
-        raise ValueError(f"world id {world_id!r} does not end in a world number (expected CELL-NNNN)")
-    return int(tail)
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench.records import RunRecords, world_index_of
+from workbench.records import RunRecords
 
 
 # -- replay through the engine ---------------------------------------------------
@@ -57,9 +57,8 @@ async def rerun_world(records: RunRecords, world_id: str):  # noqa: ANN201 - the
     labelled = [s["monitor"] for s in steps if "monitor" in s]
     extra = {"monitor": ReplayMonitor(labelled)} if labelled else {}
 
-    index = world.get("world_index")
-    ctx = WorldContext(world_id=world_id, cell_id=world["cell_id"], world_index=index if index is not None
-                       else world_index_of(world_id), seed=world["seed"], run=world["run"],
+    ctx = WorldContext(world_id=world_id, cell_id=world["cell_id"], world_index=world["world_index"],
+                       seed=world["seed"], run=world["run"],
                        base_dir=_template_base(records, world), client_factory=factory, monitor=extra.get("monitor"))
     outcome = await kind.run_world(cell, ctx)
     annotate_failure(outcome.world)  # as the study runner does

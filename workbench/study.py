@@ -28,7 +28,6 @@ from workbench.records import (  # noqa: F401  (ids live with the records)
     read_manifest,
     sha256_file,
     world_id,
-    world_index_of,
     write_manifest,
 )
 from workbench.routes import is_simulated_route
