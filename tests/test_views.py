@@ -402,7 +402,8 @@ def test_e1_interaction_plot_has_a_line_per_group_of_matched_cells(frames, desig
         cells = [c for c in design.cells if all(str(design.frame.at[c, f]) == v for f, v in
                                                 zip([f for f in design.varying if f not in ("condition", "clauses")],
                                                     t.meta[:-1])) and design.level(c, "condition") == t.meta[-1]]
-        assert list(t.x) == [design.level(c, "clauses") for c in cells]
+        assert [cd[0] for cd in t.customdata] == [design.level(c, "clauses") for c in cells]
+        assert [round(x) for x in t.x] == [["both", "persist-only"].index(design.level(c, "clauses")) for c in cells]
         for _x, y, up, down, cid in zip(t.x, t.y, t.error_y.array, t.error_y.arrayminus, cells):
             v = wf[(wf["cell_id"] == cid) & wf["valid"]]
             k, n = int(v["cross_agent_access"].sum()), len(v)
@@ -412,7 +413,9 @@ def test_e1_interaction_plot_has_a_line_per_group_of_matched_cells(frames, desig
             lo, hi = wilson(k, n)
             assert y == pytest.approx(k / n) and y + up == pytest.approx(hi) and y - down == pytest.approx(lo)
     for t in sim_lines:
-        assert list(t.x) == ["both", "persist-only"] and "(simulated)" in t.name
+        assert [cd[0] for cd in t.customdata] == ["both", "persist-only"] and "(simulated)" in t.name
+    offsets = {round(t.x[0], 6) for t in fig.data}  # set apart sideways: no line hides another
+    assert len(offsets) == len(fig.data)
 
 
 def _units(rows: list[dict]) -> Units:

@@ -5,12 +5,26 @@ under. Each kind's report class (``Analysis``, ``RecallReport``,
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from workbench.records import RunRecords, load_run
-from workbench.routes import all_simulated
+from workbench.routes import is_simulated_route
+from workbench.views.palette import Palette
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of a report that the design may or may not call for: shown (heading,
+    one paragraph on how to read it, then its figures and tables) only when
+    ``applies``, so a study without E1 cells gets no E1 section."""
+    heading: str
+    blurb: str
+    show: Callable[..., None]
+    applies: bool = True
 
 
 @dataclass
@@ -27,10 +41,165 @@ class RunReport:
         return self.records.manifest.get("study") or Path(self.records.dir).name
 
     @property
+    def routes(self) -> list[str]:
+        """Every route an agent of this run set had, in first-seen order."""
+        seen: dict[str, None] = {}
+        for w in self.records.worlds:
+            for a in w.get("agents") or []:
+                seen.setdefault(str(a.get("route") or ""), None)
+        return [r for r in seen if r]
+
+    @property
+    def simulated_routes(self) -> list[str]:
+        return [r for r in self.routes if is_simulated_route(r)]
+
+    @property
     def simulated(self) -> bool:
-        """Every agent of every world simulated: the report then says so in a banner."""
-        agents = [a for w in self.records.worlds for a in w.get("agents", [])]
-        return all_simulated(a.get("route", "") for a in agents)
+        """Any agent simulated, scripted, replayed or controlled: the report then
+        says so in a banner, naming those routes (one controlled peer is enough to
+        make a cell's rates describe the workbench rather than a model)."""
+        return bool(self.simulated_routes)
+
+    def banner_text(self) -> str:
+        sim = self.simulated_routes
+        if not sim:
+            return ""
+        if len(sim) == len(self.routes):
+            return ("SIMULATED: every agent in this run set is simulated, scripted, replayed or controlled "
+                    f"({', '.join(sim)}). These are rates of that behaviour, not measurements of any real model.")
+        real = [r for r in self.routes if r not in sim]
+        return (f"SIMULATED routes present: {', '.join(sim)} act without a real model (beside {', '.join(real)}). "
+                "Rows and cells with them describe simulated behaviour, not a model.")
+
+    def usage(self) -> dict[str, float]:
+        """Tokens and dollars over every recorded model call (a reply's usage and
+        cost as the client reported them; simulated calls count tokens, cost 0)."""
+        prompt = completion = 0
+        cost = 0.0
+        priced = calls = 0
+        for steps in self.records.steps.values():
+            for st in steps:
+                reply = st.get("reply") if isinstance(st.get("reply"), dict) else None
+                if reply is None:
+                    continue
+                calls += 1
+                u = reply.get("usage") or {}
+                prompt += int(u.get("prompt_tokens") or 0)
+                completion += int(u.get("completion_tokens") or 0)
+                if isinstance(reply.get("cost_usd"), (int, float)):
+                    cost += float(reply["cost_usd"])
+                    priced += 1
+        return {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": cost,
+                "priced_calls": priced}
+
+    def attrition(self) -> dict[str, int]:
+        """Worlds lost, by whose doing: an infrastructure failure (retried on resume)
+        or the models' own invalid output (an outcome)."""
+        worlds = self.records.worlds
+        failed = sum(1 for w in worlds if w.get("failed"))
+        invalid = sum(1 for w in worlds if not w.get("failed") and w.get("valid") is False)
+        return {"worlds": len(worlds), "failed": failed, "invalid": invalid}
+
+    def what_was_run_html(self) -> str:
+        """One paragraph: the cells and worlds, who the agents were, what it cost
+        and what was lost."""
+        e = html.escape
+        worlds = self.records.worlds
+        per_cell: dict[str, int] = {}
+        for w in worlds:
+            per_cell[str(w.get("cell_id"))] = per_cell.get(str(w.get("cell_id")), 0) + 1
+        sizes = sorted(set(per_cell.values()))
+        size = (str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}") if sizes else "0"
+        routes = [f"{r} (simulated)" if is_simulated_route(r) else r for r in self.routes]
+        u = self.usage()
+        a = self.attrition()
+        spent = (f"${u['cost_usd']:.2f} over {int(u['priced_calls'])} priced calls" if u["priced_calls"]
+                 else "no priced call")
+        lost = (f"{a['failed']} worlds failed for infrastructure reasons (retried on resume) and "
+                f"{a['invalid']} were invalid by the models' own output" if a["failed"] or a["invalid"]
+                else "no world failed or was invalid")
+        kind = self.records.manifest.get("world_kind") or (worlds[0].get("world_kind") if worlds else "")
+        text = (f"What was run: {len(per_cell)} cells × {size} worlds = {len(worlds)} {kind} worlds; agents: "
+                f"{', '.join(routes) or 'none'}; {int(u['calls'])} model calls, "
+                f"{int(u['prompt_tokens'] + u['completion_tokens']):,} tokens "
+                f"({int(u['prompt_tokens']):,} prompt, {int(u['completion_tokens']):,} completion), {spent}; {lost}.")
+        return f"<p class=\"wb-what\">{e(text)}</p>"
+
+    def intro(self, title: str) -> None:
+        """The top of every report: the title, the study's own description, what was
+        run, and the SIMULATED banner when any route is not a real model."""
+        from IPython.display import HTML, display
+
+        from workbench.notebook import banner, heading
+
+        display(heading(title, 1))
+        description = str(self.records.manifest.get("description") or "").strip()
+        if description:
+            display(HTML(f"<p class=\"wb-description\">{html.escape(description)}</p>"))
+        display(HTML(self.what_was_run_html()))
+        if self.simulated:
+            display(banner(self.banner_text()))
+
+    @cached_property
+    def palette(self) -> Palette:
+        """The report's arm colours: the declared contrasts' levels first, then every
+        factor level of the cells, then the routes."""
+        m = self.records.manifest
+        declared = [lv for c in m.get("contrasts") or [] for lv in (c.get("levels") or [])]
+        cell_levels = [v for w in self.records.worlds for k, v in sorted((w.get("cell") or {}).items())
+                       if isinstance(v, str) and k not in ("label", "prompts")]
+        return Palette.of(declared, cell_levels, self.routes)
+
+    def sections(self) -> dict[str, Section]:
+        """The kind's report sections by key (none at this level)."""
+        return {}
+
+    def section(self, key: str, **options: Any) -> None:
+        """Show one section if the design calls for it (``options`` go to its view,
+        e.g. how many example worlds); a key the kind does not know is a mistake in
+        the notebook and raises."""
+        from IPython.display import HTML, display
+
+        from workbench.notebook import heading
+
+        sections = self.sections()
+        if key not in sections:
+            raise KeyError(f"report section {key!r}: this report has {', '.join(sections) or 'none'}")
+        s = sections[key]
+        if not s.applies:
+            return
+        display(heading(s.heading, 2))
+        if s.blurb:
+            display(HTML(f"<p>{html.escape(s.blurb)}</p>"))
+        s.show(**options)
+
+    def show_headline(self, what: str, table: str, figure: Any | None = None, figure_caption: str = "",
+                      words: str = "") -> None:
+        """The headline: the study's declared (or derived) matched comparisons in
+        one sentence each, their readable table, and one figure that names the
+        metric and which arm is which."""
+        from IPython.display import HTML, display
+
+        from workbench.views.readable import show_figure
+
+        display(HTML(f"<h2 id=\"headline\" class=\"wb-headline\">Headline: {html.escape(what)}</h2>{words}"))
+        if figure is not None:
+            show_figure(figure, figure_caption)
+        display(HTML(table))
+
+    def provenance(self, verification: str = "") -> None:
+        """The end of every report: where the records came from, and the
+        preregistration each run ran under (``verification``: a fresh check of the
+        lock, computed by the notebook through :mod:`workbench.locks`)."""
+        from IPython.display import HTML, display
+
+        from workbench.notebook import heading
+
+        display(heading("Provenance and preregistration", 2))
+        display(HTML("<p>Records, code and package versions behind every number above; then the lock each run "
+                     "ran under, whether it matched, and every deviation with its reason.</p>"))
+        display(HTML(self.provenance_html()))
+        display(HTML(self.locks_html() + verification))
 
     def provenance_html(self) -> str:
         """Study, params hash, git revision per invocation, package versions: escaped."""

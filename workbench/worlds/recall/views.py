@@ -8,7 +8,6 @@ before it reaches plotly or HTML. :class:`RecallReport` is what
 ``notebooks/recall_world.ipynb`` calls."""
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -18,7 +17,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from workbench.views.escape import esc_html, esc_plot, plot_lines
-from workbench.views.run_report import RunReport
+from workbench.views.readable import readable_html, show_figure
+from workbench.views.run_report import RunReport, Section
 from workbench.worlds.recall.metrics import MODES, accuracy_table, condition_differences, metric_tables, recall_frame
 
 MODE_COLOURS = {"belief_asymmetry": "#1f77b4", "authority_collapse": "#d62728", "memory_anchoring": "#2ca02c",
@@ -128,28 +128,41 @@ def retrieval_ranks(world: dict[str, Any]) -> go.Figure:
 
     fig = go.Figure()
     by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"]}
-    xs, ys, colours, sizes, hover = [], [], [], [], []
+    points: dict[bool, dict[str, list[Any]]] = {ok: {"x": [], "y": [], "size": [], "hover": []} for ok in (True, False)}
+    order = []
     for rc in world["recalls"]:
         label = f"t{rc['turn']} {rc['failure_mode'] or ''}"
+        order.append(label)
         r = by_turn.get((rc["turn"], rc["agent"]))
         for h in (r or {}).get("hits", []):
             right = exact_match(h["text"], rc["ground_truth"])
-            xs.append(label)
-            ys.append(h["rank"])
-            colours.append("#2ca02c" if right else "#d62728")
-            sizes.append(8 + 14 * max(0.0, float(h["score"] or 0)))
-            hover.append(plot_lines([f"rank {h['rank']} · score {h['score']:.3f} (sim {h['similarity']:.3f}, "
-                                     f"authority {h['authority']}, recency {h['recency']:.3f})",
-                                     f"{esc_plot(h['author_role'])}, turn {h['turn']}", esc_plot(h["text"], 160),
-                                     "states an accepted answer" if right else "no accepted answer"]))
-    if xs:
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", hovertext=hover, hoverinfo="text", showlegend=False,
-                                 marker={"color": colours, "size": sizes, "line": {"width": 1, "color": "#333"}}))
-    note = "no shared memory (baseline): nothing retrieved" if not world["retrieval"]["memory"] else ""
-    fig.update_layout(title={"text": f"Retrieved entries per recall, world {esc_plot(world['world_id'])}"
-                                     + (f"<br><sup>{note}</sup>" if note else "")},
-                      yaxis={"title": "rank", "autorange": "reversed", "dtick": 1}, xaxis={"title": "recall"},
-                      height=380)
+            p = points[bool(right)]
+            p["x"].append(label)
+            p["y"].append(h["rank"])
+            p["size"].append(8 + 14 * max(0.0, float(h["score"] or 0)))
+            p["hover"].append(plot_lines([f"rank {h['rank']} · score {h['score']:.3f} (sim {h['similarity']:.3f}, "
+                                          f"authority {h['authority']}, recency {h['recency']:.3f})",
+                                          f"{esc_plot(h['author_role'])}, turn {h['turn']}", esc_plot(h["text"], 160),
+                                          "states an accepted answer" if right else "no accepted answer"]))
+    for right, name, colour in ((True, "states an accepted answer", "#2ca02c"),
+                                (False, "states no accepted answer", "#d62728")):
+        p = points[right]
+        if p["x"]:
+            fig.add_trace(go.Scatter(x=p["x"], y=p["y"], mode="markers", name=name, hovertext=p["hover"],
+                                     hoverinfo="text", marker={"color": colour, "size": p["size"],
+                                                               "line": {"width": 1, "color": "#333"}}))
+    title = f"Retrieved entries per recall, world {esc_plot(world['world_id'])}"
+    if not any(points[ok]["x"] for ok in (True, False)):
+        why = ("no shared memory (baseline): nothing was retrieved" if not world["retrieval"]["memory"]
+               else "no recall retrieved any entry")
+        fig.add_annotation(text=esc_plot(why), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        fig.update_layout(title={"text": title}, height=220, xaxis={"visible": False}, yaxis={"visible": False},
+                          template="plotly_white")
+        return fig
+    fig.update_layout(title={"text": title + "<br><sup>marker size: retrieval score</sup>"}, template="plotly_white",
+                      yaxis={"title": "rank", "autorange": "reversed", "dtick": 1, "rangemode": "tozero"},
+                      xaxis={"title": "recall", "categoryorder": "array", "categoryarray": order},
+                      legend={"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0}, height=400)
     return fig
 
 
@@ -205,6 +218,27 @@ def statements_html(world: dict[str, Any], steps: list[dict[str, Any]]) -> str:
 
 
 # -- the report -------------------------------------------------------------------------------
+LABELS = {"failure_mode": "failure mode", "k/n": "accuracy", "p_mcnemar": "p (exact McNemar)",
+          "only_condition": "only condition right", "only_reference": "only reference right",
+          "reference k/n": "reference accuracy", "held fixed": "held fixed (same in A and B)"}
+TITLES = {"by_condition": "Accuracy by condition", "by_mode_condition": "Accuracy by failure mode and condition",
+          "by_domain_mode_condition": "Accuracy by domain, failure mode and condition",
+          "differences": "Differences from the reference condition, per failure mode",
+          "truth_top_ranked": "Top-ranked entry states an accepted answer"}
+CAPTIONS = {
+    "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals.",
+    "by_mode_condition": "One row per model setting, failure mode and condition: recalls of valid worlds, 95 % "
+                         "Wilson intervals.",
+    "by_domain_mode_condition": "One row per model setting, script domain, failure mode and condition (recalls of "
+                                "valid worlds).",
+    "differences": "One row per condition against the reference, per model setting and failure mode; Newcombe 95 % "
+                   "interval; exact McNemar over recalls paired by script, repetition and turn; no correction.",
+    "truth_top_ranked": "Recalls of valid worlds whose first retrieved entry states an accepted answer.",
+    "headline": "One row per condition against the reference condition, per model setting, over all recalls of "
+                "valid worlds; Newcombe 95 % interval; exact McNemar over paired recalls; no correction.",
+}
+
+
 @dataclass
 class RecallReport(RunReport):
     """Everything recall_analysis.ipynb shows, as methods over the records."""
@@ -224,16 +258,97 @@ class RecallReport(RunReport):
         return f"Recall study {study}: {len(self.records.worlds)} worlds in {cells} cells, {len(self.frame)} recalls"
 
     def table(self, name: str) -> Any:
-        t = self.tables[name]
-        if t.empty:
-            from IPython.display import HTML
+        """A table for a reader; script and model text in it escaped."""
+        from IPython.display import HTML
 
-            return HTML(f"<p><i>No rows for {html.escape(name)} in this run set.</i></p>")
-        fmt = {c: "{:.1%}" for c in ("rate", "low", "high", "diff") if c in t.columns}
-        if "p_mcnemar" in t.columns:
-            fmt["p_mcnemar"] = "{:.3g}"
-        # escaped: a variant can carry scripted replies, a recall frame model answers
-        return t.style.format(fmt, na_rep="—", escape="html").format_index(escape="html", axis=1).hide(axis="index")
+        t = self.tables[name]
+        if name == "differences":
+            t = self.contrasts(all_modes=False)
+        return HTML(readable_html(t, caption=CAPTIONS.get(name, ""), title=TITLES.get(name, name), labels=LABELS,
+                                  keep=("condition",)))
+
+    def contrasts(self, all_modes: bool = True) -> pd.DataFrame:
+        """The condition differences in the shape of a matched-contrast table (A = the
+        reference condition, B = the other; one model setting held fixed): what the
+        headline table and forest plot read. ``all_modes``: only the rows over
+        every failure mode together (each world's recalls of all modes)."""
+        from workbench.metrics.contrasts import DIFF
+
+        d = self.differences()
+        if all_modes:
+            d = d[d["failure_mode"] == "all"]
+        rows = []
+        for _, r in d.iterrows():
+            fixed = f"model={r['model']}" + (f"; {r['variant']}" if r["variant"] else "")
+            rows.append({"contrast": f"{r['condition']} vs {r['reference']}", "factor": "condition",
+                         "failure mode": r["failure_mode"], "held fixed": fixed, "A": r["reference"],
+                         "B": r["condition"], "A k/n": r["reference k/n"], "B k/n": r["k/n"], DIFF: r["diff"],
+                         "low": r["low"], "high": r["high"], "pairs": r["pairs"], "p (exact McNemar)": r["p_mcnemar"],
+                         "comparison": f"condition: {r['condition']} vs {r['reference']} · {fixed}"
+                                       + ("" if all_modes else f" · {r['failure_mode']}")})
+        out = pd.DataFrame(rows)
+        if all_modes and "failure mode" in out:
+            out = out.drop(columns="failure mode")
+        out.attrs.update(metric="recall accuracy",
+                         empty_reason="no model setting ran the reference condition beside another")
+        return out
+
+    def headline(self) -> None:
+        from workbench.views.forest import forest_figure
+
+        t = self.contrasts()
+        names = ", ".join(dict.fromkeys(t["contrast"])) if len(t) else "no condition beside its reference"
+        figure = forest_figure(t, metric_label="recall accuracy", colour=self.palette) if len(t) else None
+        self.show_headline(
+            f"recall accuracy, {names}",
+            readable_html(t, caption=CAPTIONS["headline"], title="Each condition against the reference",
+                          labels=LABELS, keep=("A", "B")),
+            figure, "Each point: one condition (B) against the reference condition (A) for one model setting, "
+                    "over all recalls of valid worlds (every failure mode together); difference in accuracy with "
+                    "its 95 % Newcombe interval; no multiple-comparison correction.")
+
+    def sections(self) -> dict[str, Section]:
+        from IPython.display import display
+
+        domains = self.frame["domain"].nunique() if len(self.frame) else 0
+        memory = bool(len(self.frame)) and bool((self.frame["condition"] != "baseline").any())
+        return {
+            "accuracy": Section(
+                "Accuracy by failure mode and condition",
+                "Recalls of valid worlds; error bars are 95 % Wilson intervals. No multiple-comparison correction.",
+                lambda: (show_figure(self.accuracy_figure(), "Accuracy per condition, one bar per failure mode, one "
+                                     "panel per model setting (recalls of valid worlds, 95 % Wilson intervals)."),
+                         display(self.table("by_mode_condition")), display(self.table("by_condition")))),
+            "differences": Section(
+                "Differences per failure mode",
+                "Each condition minus the reference, per model setting and failure mode: Newcombe 95 % interval, "
+                "and an exact McNemar test on recalls paired by script, repetition and turn.",
+                lambda: display(self.table("differences")), applies=bool(len(self.differences()))),
+            "domains": Section("Accuracy by domain × failure mode × condition", "",
+                               lambda: display(self.table("by_domain_mode_condition")), applies=domains > 1),
+            "ranking": Section("Was the right entry ranked first?",
+                               "Share of recalls whose top retrieved entry states an accepted answer.",
+                               lambda: display(self.table("truth_top_ranked")), applies=memory),
+            "examples": Section(
+                "Example worlds",
+                "One world per cell: its turn timeline and the retrieved entries per recall (script and model "
+                "text escaped).", self._show_examples, applies=bool(self.example_worlds(1))),
+            "comparison": Section("Comparison with a second run set", "", lambda: display(self.comparison()),
+                                  applies=self.other is not None),
+        }
+
+    def _show_examples(self, limit: int = 4) -> None:
+        from IPython.display import HTML, display
+
+        worlds = self.example_worlds(limit)
+        for w in worlds:
+            label = w.get("cell_label") or w["cell_id"]
+            show_figure(turn_timeline(w), f"Turns of world {w['world_id']} ({label}): statements, memory writes "
+                                          "and recalls (green right, red wrong).")
+            show_figure(retrieval_ranks(w), f"The entries retrieved for each recall of world {w['world_id']}, by "
+                                            "rank.")
+        if worlds:
+            display(HTML(context_html(worlds[0])))
 
     def accuracy_figure(self) -> go.Figure:
         return accuracy_figure(self.frame)

@@ -3,6 +3,7 @@ Reads records (and tables computed from them); never runs a world."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -11,7 +12,8 @@ import pandas as pd
 
 from workbench.metrics.contrasts import DIFF, NO_CORRECTION, P
 from workbench.metrics.design import Design, design_of_records
-from workbench.views.run_report import RunReport
+from workbench.views.readable import show_figure
+from workbench.views.run_report import RunReport, Section
 from workbench.worlds.stigmergy.export import cell_tables
 from workbench.worlds.stigmergy.frames import agent_frame, world_frame
 
@@ -36,32 +38,62 @@ TABLE_METRICS: dict[str, tuple[str, ...]] = {
 }
 
 
-def table_html(table: pd.DataFrame, definitions: dict[str, str] | None = None) -> str:
-    """A table with what it is above it: its title, the factors every row shares and
-    the rules it was scored under; below it, the definitions of its metrics. Text
-    cells are escaped; an empty table says why it is empty."""
-    from workbench.metrics.design import constant_text
+# how a reader sees a metric's name (its code stays in exports and definitions)
+LABELS: dict[str, str] = {
+    "cross_agent_access": "cross-agent access", "strict_cross_agent_access": "strict cross-agent access",
+    "informative_read": "informative read", "joint_success": "joint success", "pair_write": "pair wrote",
+    "cross_agent_read": "cross-agent readers", "had_cross_agent_read": "had a cross-agent read",
+    "first_look": "first look", "second_look": "second look", "seeded_read": "seeded read",
+    "worlds:k/n": "exposed worlds then read", "agents:k/n": "exposed agents then read",
+    "median_steps_to_read": "median steps exposure → read", "max_steps_to_read": "max steps exposure → read",
+    "mention": "readers mentioning another party", "mention_before_exposure": "… before any exposure",
+    "monitored_readers": "monitored readers", "monitor_flag_on_read": "monitor flagged a read",
+    "monitor": "monitor flag on read", "cell_label": "cell", "answer_rule": "answer rule",
+    "held fixed": "held fixed (same in A and B)", "p (exact McNemar)": "p (exact McNemar)",
+}
 
-    e = html.escape
-    head = [f"<p><b>{e(str(table.attrs['title']))}</b></p>"] if table.attrs.get("title") else []
-    if constant_text(table):
-        head.append(f"<p><small>Same in every row: {e(constant_text(table))}</small></p>")
-    if table.attrs.get("rules"):
-        head.append(f"<p><small>Scored under: {e(str(table.attrs['rules']))}</small></p>")
+# each table's one-line caption: what a row is and over which worlds
+CAPTIONS: dict[str, str] = {
+    "cells": "One row per cell: every factor that varies between cells.",
+    "coordination": "One row per cell; each rate is k/n over the cell's valid worlds with its 95 % Wilson interval "
+                    "(all worlds, when invalid ones exist).",
+    "contrasts": "One row per matched pair of cells (A, B) that differ in the contrasted factor alone; rates over "
+                 "valid worlds, difference B − A with its 95 % Newcombe interval, exact McNemar test over worlds "
+                 "paired by world index; no multiple-comparison correction.",
+    "joint_by_cross_read": "Joint success per cell, split by whether the world had a cross-agent read "
+                           "(valid worlds).",
+    "exposure_then_read": "Per cell: valid worlds in which an agent was shown another agent's entry, and those in "
+                          "which an exposed agent then read across agents.",
+    "e1": "One row per group of E1 cells (identical except in condition and clauses): k/n over valid worlds.",
+    "looks": "Per cell: pair agents of valid worlds who looked at the store first, and again later.",
+    "writes": "Per cell: valid worlds in which a pair member wrote to the store.",
+    "attrition": "Per cell: every world, failed calls by cause and worlds valid under each parser and validity rule.",
+    "rescoring": "Per cell: the same worlds re-scored under other parser and answer rules (k/n over the worlds valid "
+                 "under each); no model is called.",
+    "text_signal": "Per cell: pair agents of valid worlds with a cross-agent read, and what their text says.",
+    "monitor_labels": "Per cell: every monitor label over the steps it judged.",
+}
+
+
+def table_html(table: pd.DataFrame, definitions: dict[str, str] | None = None, caption: str = "") -> str:
+    """A table for a reader (:func:`workbench.views.readable.readable_html`): its
+    caption says what a row is, the factors every row shares and the rules it was
+    scored under; a cell's label is left out where its factors are columns."""
+    from workbench.metrics.design import constant_text
+    from workbench.views.readable import readable_html
+
     sparse = [c for c in table.attrs.get("sparse") or () if c in table and not table[c].astype(bool).any()]
-    table = table.drop(columns=sparse)
-    if table.attrs.get("brief"):
-        table = table[[c for c in table.attrs["brief"] if c in table.columns]]
-    if table.empty:
-        body = f"<p><i>Empty: {e(str(table.attrs.get('empty_reason') or 'no rows in this run set'))}.</i></p>"
-    else:
-        body = (table.style.format(precision=3, na_rep="—", escape="html").format_index(escape="html", axis=1)
-                .hide(axis="index").to_html())
-    foot = ""
-    if definitions:
-        items = "".join(f"<li><code>{e(k)}</code>: {e(v)}</li>" for k, v in definitions.items())
-        foot = f"<details><summary>Definitions</summary><ul>{items}</ul></details>"
-    return "".join(head) + body + foot
+    shown = table.drop(columns=sparse)
+    if table.attrs.get("brief"):  # the columns a reader needs, and the intervals of the rates among them
+        brief = list(table.attrs["brief"])
+        brief += [f"{c[:-3]}{b}" for c in brief if c.endswith("k/n") for b in ("low", "high")]
+        shown = shown[[c for c in shown.columns if c in brief]]
+    shown.attrs = dict(table.attrs)
+    factors = {"model", "condition", "clauses", "parser"} & set(shown.columns)
+    hide = ["cell_label"] if factors else []
+    rules = f" Scored under: {table.attrs['rules']}." if table.attrs.get("rules") else ""
+    return readable_html(shown, caption=(caption or "") + rules, title=str(table.attrs.get("title") or ""),
+                         labels=LABELS, definitions=definitions, constant=constant_text(table), hide=hide)
 
 
 @dataclass
@@ -100,17 +132,12 @@ class Analysis(RunReport):
     def table(self, name: str) -> Any:
         from IPython.display import HTML
 
-        return HTML(table_html(self.tables[name], self.definitions(name)))
+        return HTML(table_html(self.tables[name], self.definitions(name), CAPTIONS.get(name, "")))
 
     def has_rows(self, name: str) -> bool:
         return not self.tables[name].empty
 
     # -- the study's story ----------------------------------------------------------
-    def description_html(self) -> str:
-        """The study's own description, from its params file as recorded."""
-        text = (self.records.manifest or {}).get("description") or ""
-        return f"<p>{html.escape(text)}</p>" if text else ""
-
     def headline_html(self) -> str:
         """The first contrast's rows in words: both rates, the difference and its
         interval, and the paired test, for each matched pair of cells."""
@@ -132,11 +159,100 @@ class Analysis(RunReport):
                 f"{e(str(first['factor'].iloc[0]))} {e(str(first['B'].iloc[0]))} vs {e(str(first['A'].iloc[0]))}, "
                 f"valid worlds; {e(NO_CORRECTION)})</p><ul>{''.join(items)}</ul>")
 
+    def headline(self) -> None:
+        """The matched contrasts: in words, as a forest plot with named arms, and as
+        a table (the columns a reader needs; the full table is exported)."""
+        t = self.tables["contrasts"]
+        metric = LABELS.get(str(t.attrs.get("metric")), str(t.attrs.get("metric")))
+        names = ", ".join(dict.fromkeys(str(c) for c in t["contrast"])) if len(t) else "no matched contrast"
+        figure = None if t.empty else self.contrasts_figure()
+        n = int(t["pairs"].sum()) if len(t) else 0
+        self.show_headline(
+            f"{metric}, {names}", self.table("contrasts").data, figure,
+            f"Each point is one matched pair of cells (label: factor: B vs A · what both hold fixed); difference "
+            f"in {metric} rate B − A over valid worlds with its 95 % Newcombe interval; {n} paired worlds in all; "
+            "no multiple-comparison correction.", self.headline_html())
+
+    def sections(self) -> dict[str, Section]:
+        from IPython.display import display
+
+        def tables(*names: str) -> Callable[[], None]:
+            return lambda: [display(self.table(n)) for n in names if n != "monitor_labels" or self.has_rows(n)]
+
+        def figure_then(fig: Callable[[], Any], caption: str, *names: str) -> Callable[[], None]:
+            def show() -> None:
+                show_figure(fig(), caption)
+                tables(*names)()
+            return show
+
+        worlds = f"{len(self.records.worlds)} worlds in {len(self.design.cells)} cells"
+        return {
+            "coordination": Section(
+                "Coordination per cell",
+                "One row per cell; the factors that vary are columns, the ones every cell shares are named "
+                "under the table. Rates over valid worlds with 95 % Wilson intervals.",
+                tables("coordination", "joint_by_cross_read")),
+            "exposure": Section(
+                "Exposure, then read",
+                "Whether an agent that was shown another agent's entry (in a list) went on to read across agents, "
+                "and how many of its steps later.",
+                figure_then(self.exposure_figure, f"Bars: valid exposed worlds per cell and those followed by a "
+                            f"cross-agent read; boxes: steps from first exposure to the read, per agent ({worlds}).",
+                            "exposure_then_read"),
+                applies=bool(len(self.wf) and self.wf["exposure"].astype(bool).any())),
+            "e1": Section(
+                "E1: sharedness × re-check clause, and the prepopulated arm",
+                "Cells identical except in condition (shared store or private) and clauses (both or persist-only).",
+                figure_then(self.e1_figure, "Cross-agent access by clauses, one line per group of E1 cells and per "
+                            "shared or private condition; valid worlds, 95 % Wilson intervals (points of the two "
+                            "conditions are set apart sideways so neither hides the other).", "e1"),
+                applies=self.has_rows("e1")),
+            "looks": Section("Looks at the store", "Which pair agents looked at the store at all, and again later.",
+                             tables("looks")),
+            "validity": Section(
+                "Writes, attrition and re-scoring",
+                "Validity is recomputed from the raw replies under each parser and validity rule; re-scoring never "
+                "calls a model.",
+                lambda: (tables("writes")(), show_figure(self.attrition_figure(), f"Worlds per cell by validity "
+                         f"under each parser rule, and failed calls ({worlds})."), tables("attrition", "rescoring")())),
+            "text_signal": Section(
+                "Post-hoc text signal",
+                "Pair agents that read across agents, those whose text mentions another party, those who did so "
+                "before they were shown any other agent's entry and, where the study ran a monitor, those whose "
+                "cross-agent read steps the monitor flagged.", tables("text_signal", "monitor_labels")),
+            "examples": Section(
+                "Example worlds",
+                "One world per cell (its first valid world with a cross-agent read): the agents' transcripts, "
+                "step timelines and the store step by step (model text escaped).", self._show_examples,
+                applies=bool(self.records.worlds)),
+            "cells": Section("The cells", "Every factor of every cell.", tables("cells")),
+            "comparison": Section("Comparison with a second run set",
+                                  "B − A over cells matched on every factor; unmatched cells are listed.",
+                                  lambda: show_figure(self.comparison(), "Difference per matched cell, this run "
+                                                      "set (A) vs the second (B), 95 % Newcombe intervals."),
+                                  applies=self.other is not None),
+        }
+
+    def _show_examples(self, limit: int = 4) -> None:
+        from IPython.display import display
+
+        display(self.example_worlds_widget())
+        for fig, wid in zip(self.example_timelines(limit), self._store_first()[:limit]):
+            show_figure(fig, f"Step timeline of world {wid} ({self.records.world(wid).get('cell_label', '')}).")
+        show_figure(self.example_store_slider(), "The store after each step of one example world with a "
+                                                 "cross-agent read (move the slider).")
+
     # -- figures -------------------------------------------------------------------
     def per_cell_table(self, metric: str = "cross_agent_access") -> Any:
-        from workbench.worlds.stigmergy.views import per_cell_table
+        """One metric per cell, for a reader (the styled view of
+        :func:`workbench.worlds.stigmergy.views.per_cell_table` remains for notebooks)."""
+        from IPython.display import HTML
 
-        return per_cell_table(self.wf, self.design, metric)
+        from workbench.metrics.rates import rate_table
+
+        table = self.design.annotate(rate_table(self.wf, metric, cells=self.design.cells), metric)
+        table.attrs.update(title=f"{LABELS.get(metric, metric)} per cell")
+        return HTML(table_html(table, self.definitions("coordination"), CAPTIONS["coordination"]))
 
     def exposure_figure(self) -> Any:
         from workbench.worlds.stigmergy.views import exposure_then_read_figure
@@ -151,14 +267,15 @@ class Analysis(RunReport):
         t = self.tables["contrasts"]
         if t.empty:
             return _note(f"No matched contrast: {t.attrs.get('empty_reason')}.")
-        return forest_figure(t)
+        metric = str(t.attrs.get("metric"))
+        return forest_figure(t, metric_label=LABELS.get(metric, metric), colour=self.palette)
 
     def e1_figure(self) -> Any:
         from workbench.worlds.stigmergy.views import e1_interaction_figure
 
         if not self.has_rows("e1"):
             return _note("This run set has no E1 cells (cells differing only in sharedness and re-check clause).")
-        return e1_interaction_figure(self.wf, self.design)
+        return e1_interaction_figure(self.wf, self.design, colour=self.palette)
 
     def attrition_figure(self) -> Any:
         from workbench.worlds.stigmergy.views import attrition_figure
@@ -180,9 +297,11 @@ class Analysis(RunReport):
     def example_timelines(self, limit: int = 4) -> list[Any]:
         from workbench.worlds.stigmergy.views import step_timeline
 
-        store_first = sorted(self.example_world_ids(), key=lambda w: self.records.world(w)["cell"]["condition"]
-                             not in ("store", "authored", "prepopulated"))
-        return [step_timeline(*self._world(w)) for w in store_first[:limit]]
+        return [step_timeline(*self._world(w)) for w in self._store_first()[:limit]]
+
+    def _store_first(self) -> list[str]:
+        return sorted(self.example_world_ids(), key=lambda w: self.records.world(w)["cell"]["condition"]
+                      not in ("store", "authored", "prepopulated"))
 
     def example_store_slider(self) -> Any:
         from workbench.worlds.stigmergy.views import store_slider

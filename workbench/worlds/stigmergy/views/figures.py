@@ -2,6 +2,8 @@
 interaction plot, and attrition."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -14,6 +16,8 @@ from workbench.worlds.stigmergy.tables import exposure_lags, exposure_then_read
 
 E1_CLAUSES = ["both", "persist-only"]
 E1_CONDITIONS = {"store": "shared", "private": "private"}
+# legends beside the plot, never over a title, a bar or a tick label
+SIDE_LEGEND = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top"}
 
 
 def cell_label(design: Design, cell_id: str) -> str:
@@ -64,18 +68,21 @@ def exposure_then_read_figure(wf: pd.DataFrame, af: pd.DataFrame, design: Design
     if len(none):
         note = "<br><sup>no exposure in: " + esc_plot(", ".join(design.label(c) for c in none["cell_id"]), 300) + "</sup>"
     fig.update_layout(title={"text": title + note}, barmode="group", template="plotly_white",
-                      height=600, legend={"orientation": "h", "y": -0.25}, margin={"t": 110})
-    fig.update_xaxes(categoryorder="array", categoryarray=labels)
-    fig.update_yaxes(title_text="worlds", rangemode="tozero", row=1, col=1)
+                      height=640, legend=SIDE_LEGEND, margin={"t": 110, "r": 40})
+    fig.update_xaxes(categoryorder="array", categoryarray=labels, automargin=True)
+    top = float(table["worlds:n"].max()) if len(table) else 1.0
+    fig.update_yaxes(title_text="worlds", range=[0, top * 1.25 + 1], row=1, col=1)  # room for the bar labels
     fig.update_yaxes(title_text="agent steps", rangemode="tozero", row=2, col=1)
     return fig
 
 
-def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross_agent_access") -> go.Figure:
+def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross_agent_access",
+                          colour: Callable[[object], str] | None = None) -> go.Figure:
     """E1's 2×2: x = clauses (both, persist-only), one line per group of cells
     identical in every other factor and per shared or private, rate over valid
     worlds with 95% Wilson error bars. Only cells that differ in condition and
-    clauses alone share a line."""
+    clauses alone share a line. Lines are set apart sideways so that equal rates
+    do not hide each other; ``colour`` gives each condition its report colour."""
     title = f"E1 interaction: {esc_plot(metric)} by clauses (valid worlds, 95% Wilson)"
     cells = [c for c in design.cells if design.level(c, "condition") in E1_CONDITIONS
              and design.level(c, "clauses") in E1_CLAUSES] if "condition" in design.factors else []
@@ -87,7 +94,9 @@ def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross
     for c in cells:
         lines.setdefault((*(str(design.frame.at[c, f]) for f in others), design.level(c, "condition")), []).append(c)
     fig = go.Figure()
-    for key, members in lines.items():
+    spread = 0.08
+    for i, (key, members) in enumerate(lines.items()):
+        offset = (i - (len(lines) - 1) / 2) * spread
         cond = key[-1]
         g = table.loc[members].assign(clauses=[design.level(c, "clauses") for c in members]).set_index("clauses")
         g = g.reindex([c for c in E1_CLAUSES if c in set(g.index)])
@@ -96,15 +105,19 @@ def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross
         model = str(design.frame.at[members[0], "model"]) if "model" in design.frame.columns else ""
         name = f"{rest or 'all cells'}{' (simulated)' if is_simulated(model) else ''} · {E1_CONDITIONS[cond]}"
         fig.add_trace(go.Scatter(
-            x=list(g.index), y=rate.tolist(), mode="lines+markers", name=esc_plot(name),
-            line={"dash": "solid" if cond == "store" else "dash"}, meta=[*key],
+            x=[E1_CLAUSES.index(c) + offset for c in g.index], y=rate.tolist(), mode="lines+markers",
+            name=esc_plot(name), marker={"size": 9, "symbol": ["circle", "diamond", "square", "triangle-up"][i % 4]},
+            line={"dash": "solid" if cond == "store" else "dash", **({"color": colour(cond)} if colour else {})},
+            meta=[*key],
             error_y={"type": "data", "symmetric": False, "array": (g["high"].astype(float) - rate).tolist(),
                      "arrayminus": (rate - g["low"].astype(float)).tolist()},
-            customdata=g["k/n"].tolist(),
-            hovertemplate="%{x}: %{y:.0%} (%{customdata})<extra>%{fullData.name}</extra>"))
-    fig.update_layout(title={"text": title}, template="plotly_white", height=440,
-                      xaxis={"title": {"text": "clauses"}, "categoryorder": "array", "categoryarray": E1_CLAUSES},
-                      yaxis={"title": {"text": "rate"}, "range": [-0.02, 1.02], "tickformat": ".0%"})
+            customdata=[[c, kn] for c, kn in zip(g.index, g["k/n"])],
+            hovertemplate="%{customdata[0]}: %{y:.0%} (%{customdata[1]})<extra>%{fullData.name}</extra>"))
+    fig.update_layout(title={"text": title}, template="plotly_white", height=440, legend=SIDE_LEGEND,
+                      xaxis={"title": {"text": "clauses"}, "tickvals": list(range(len(E1_CLAUSES))),
+                             "ticktext": E1_CLAUSES, "range": [-0.5, len(E1_CLAUSES) - 0.5]},
+                      yaxis={"title": {"text": f"{esc_plot(metric).replace('_', ' ')} rate"}, "range": [-0.04, 1.04],
+                             "tickformat": ".0%"})
     return fig
 
 
@@ -141,6 +154,7 @@ def attrition_figure(attrition: pd.DataFrame) -> go.Figure:
     for name, colour in ATTRITION_PARTS:
         fig.add_trace(go.Bar(x=labels, y=parts[name].astype(int).tolist(), name=name, marker_color=colour,
                              hovertemplate="%{x}<br>" + name + ": %{y}<extra></extra>"))
-    fig.update_layout(title={"text": title}, barmode="stack", template="plotly_white", height=460,
-                      yaxis={"title": {"text": "worlds"}}, legend={"orientation": "h", "y": -0.3})
+    fig.update_layout(title={"text": title}, barmode="stack", template="plotly_white", height=480,
+                      yaxis={"title": {"text": "worlds"}}, legend=SIDE_LEGEND)
+    fig.update_xaxes(automargin=True)
     return fig
