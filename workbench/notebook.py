@@ -3,9 +3,12 @@ papermill and nbconvert (the default renderer under papermill yields HTML with
 no chart at all), and small display helpers."""
 from __future__ import annotations
 
-import html as _html
 from pathlib import Path
 from typing import Any
+
+from workbench.views.blocks import banner, heading
+
+__all__ = ["RENDERERS", "banner", "heading", "run_summary", "setup"]
 
 RENDERERS = "plotly_mimetype+workbench_notebook"  # rich in JupyterLab; inlined plotly.js (once) in HTML
 
@@ -41,20 +44,6 @@ def setup() -> None:
         pio.renderers._activate_pending_renderers()
     pd.set_option("display.max_columns", 40)
     pd.set_option("display.width", 200)
-
-
-def banner(text: str) -> Any:
-    """A highlighted notice (e.g. that results come from simulated agents); escaped."""
-    from IPython.display import HTML
-
-    return HTML(f'<div class="wb-banner" style="background:#fff3cd;border:1px solid #e0c36a;padding:6px 10px">'
-                f"{_html.escape(text)}</div>")
-
-
-def heading(text: str, level: int = 2) -> Any:
-    from IPython.display import HTML
-
-    return HTML(f"<h{level}>{_html.escape(text)}</h{level}>")
 
 
 def run_summary(run_dir: str | Path) -> Any:

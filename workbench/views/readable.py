@@ -82,7 +82,7 @@ def number(x: object) -> str:
     if isinstance(x, bool):
         return "yes" if x else "no"
     if isinstance(x, int) or (isinstance(x, float) and float(x).is_integer()):
-        return str(int(x))  # type: ignore[arg-type]
+        return str(int(x))
     if isinstance(x, float):
         return f"{x:.3g}"
     return str(x)

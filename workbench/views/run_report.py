@@ -130,7 +130,7 @@ class RunReport:
         run, and the SIMULATED banner when any route is not a real model."""
         from IPython.display import HTML, display
 
-        from workbench.notebook import banner, heading
+        from workbench.views.blocks import banner, heading
 
         display(heading(title, 1))
         description = str(self.records.manifest.get("description") or "").strip()
@@ -160,7 +160,7 @@ class RunReport:
         the notebook and raises."""
         from IPython.display import HTML, display
 
-        from workbench.notebook import heading
+        from workbench.views.blocks import heading
 
         sections = self.sections()
         if key not in sections:
@@ -193,7 +193,7 @@ class RunReport:
         lock, computed by the notebook through :mod:`workbench.locks`)."""
         from IPython.display import HTML, display
 
-        from workbench.notebook import heading
+        from workbench.views.blocks import heading
 
         display(heading("Provenance and preregistration", 2))
         display(HTML("<p>Records, code and package versions behind every number above; then the lock each run "

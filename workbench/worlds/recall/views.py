@@ -310,15 +310,19 @@ class RecallReport(RunReport):
     def sections(self) -> dict[str, Section]:
         from IPython.display import display
 
+        def accuracy() -> None:
+            show_figure(self.accuracy_figure(), "Accuracy per condition, one bar per failure mode, one panel per "
+                        "model setting (recalls of valid worlds, 95 % Wilson intervals).")
+            display(self.table("by_mode_condition"))
+            display(self.table("by_condition"))
+
         domains = self.frame["domain"].nunique() if len(self.frame) else 0
         memory = bool(len(self.frame)) and bool((self.frame["condition"] != "baseline").any())
         return {
             "accuracy": Section(
                 "Accuracy by failure mode and condition",
                 "Recalls of valid worlds; error bars are 95 % Wilson intervals. No multiple-comparison correction.",
-                lambda: (show_figure(self.accuracy_figure(), "Accuracy per condition, one bar per failure mode, one "
-                                     "panel per model setting (recalls of valid worlds, 95 % Wilson intervals)."),
-                         display(self.table("by_mode_condition")), display(self.table("by_condition")))),
+                accuracy),
             "differences": Section(
                 "Differences per failure mode",
                 "Each condition minus the reference, per model setting and failure mode: Newcombe 95 % interval, "

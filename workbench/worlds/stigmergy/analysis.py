@@ -177,7 +177,17 @@ class Analysis(RunReport):
         from IPython.display import display
 
         def tables(*names: str) -> Callable[[], None]:
-            return lambda: [display(self.table(n)) for n in names if n != "monitor_labels" or self.has_rows(n)]
+            def show() -> None:
+                for n in names:
+                    if n != "monitor_labels" or self.has_rows(n):
+                        display(self.table(n))
+            return show
+
+        def attrition() -> None:
+            tables("writes")()
+            show_figure(self.attrition_figure(), f"Worlds per cell by validity under each parser rule, and failed "
+                        f"calls ({worlds}).")
+            tables("attrition", "rescoring")()
 
         def figure_then(fig: Callable[[], Any], caption: str, *names: str) -> Callable[[], None]:
             def show() -> None:
@@ -213,8 +223,7 @@ class Analysis(RunReport):
                 "Writes, attrition and re-scoring",
                 "Validity is recomputed from the raw replies under each parser and validity rule; re-scoring never "
                 "calls a model.",
-                lambda: (tables("writes")(), show_figure(self.attrition_figure(), f"Worlds per cell by validity "
-                         f"under each parser rule, and failed calls ({worlds})."), tables("attrition", "rescoring")())),
+                attrition),
             "text_signal": Section(
                 "Post-hoc text signal",
                 "Pair agents that read across agents, those whose text mentions another party, those who did so "
