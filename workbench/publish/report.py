@@ -20,7 +20,11 @@ def _report_notebook(records) -> str:  # noqa: ANN001 - RunRecords
 
 
 def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, output: str | Path | None = None,
-                timeout_s: int = 900, max_timelines: int = 4) -> Path:
+                timeout_s: int = 900, max_timelines: int = 4, figures_dir: str | Path | None = None,
+                progress: bool = False) -> Path:
+    """Execute the kind's report notebook on ``run_dir`` and export it as offline
+    HTML; with ``figures_dir``, every figure the report shows is also written there
+    as SVG, PDF and PNG (for papers); ``progress`` shows papermill's cell bar."""
     from workbench.records import load_run
 
     run_dir = Path(run_dir).resolve()
@@ -30,7 +34,8 @@ def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, o
     notebook = _report_notebook(records)
     executed = execute(notebook, run_dir / f"{notebook}.ipynb", {
         "run_dir": str(run_dir), "compare_dir": str(Path(compare_dir).resolve()) if compare_dir else "",
-        "max_timelines": max_timelines}, timeout_s=timeout_s)
+        "max_timelines": max_timelines,
+        "figures_dir": str(Path(figures_dir).resolve()) if figures_dir else ""}, timeout_s=timeout_s, progress=progress)
     study = records.manifest.get("study") or run_dir.name
     return export_html(executed, Path(output) if output else run_dir / "report.html",
                        title=f"stigmergy-workbench report: {study}")
