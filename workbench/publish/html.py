@@ -1,7 +1,7 @@
 """Exporting an executed notebook to one self-contained HTML file: no input
-cells, plotly.js inlined once (by the notebook's own output), no script or style
-loaded from anywhere else, and saved widget state rendered by the inlined
-widget renderer."""
+cells, plotly.js inlined once (compressed, see :mod:`workbench.publish.plotlyjs`),
+no script or style loaded from anywhere else, and no widgets: a report is plain
+HTML, so an ipywidget in it (blank without a widget manager) is refused."""
 from __future__ import annotations
 
 import re
@@ -25,26 +25,37 @@ def external_references(html: str) -> list[str]:
     return found
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def widget_cells(nb: object) -> list[int]:
+    """The (1-based) code cells whose outputs show an ipywidget."""
+    cells = [c for c in nb.cells if c.cell_type == "code"]  # type: ignore[attr-defined]
+    return [i for i, c in enumerate(cells, 1) if any(WIDGET_VIEW in (o.get("data") or {}) for o in c.get("outputs", []))]
+
+
 def export_html(notebook: str | Path, output: str | Path, *, title: str | None = None) -> Path:
     import nbformat
     from nbconvert import HTMLExporter
 
-    from workbench.publish.assets import ensure_widget_js
+    from workbench.publish.plotlyjs import pack_plotly
 
     nb = nbformat.read(str(notebook), as_version=4)
+    shown = widget_cells(nb)
+    if shown:
+        raise ValueError(f"{notebook}: code cell(s) {shown} show an ipywidget; a report is plain HTML (no widget "
+                         "manager), so show HTML or a figure there instead")
+    nb.metadata.pop("widgets", None)
     if title:
         nb.metadata["title"] = title
     exporter = HTMLExporter(template_name="workbench_report", extra_template_basedirs=[str(TEMPLATES)])
     exporter.exclude_input = True
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
-    widget_js = ""
-    if "widgets" in nb.metadata:
-        widget_js = ensure_widget_js().read_text(encoding="utf-8").replace("</script", "<\\/script")
-    html, _ = exporter.from_notebook_node(nb, resources={"workbench_widget_js": widget_js})
+    html, _ = exporter.from_notebook_node(nb)
     leaks = external_references(html)
     if leaks:
         raise RuntimeError(f"the report would load {len(leaks)} external resource(s), e.g. {leaks[0]!r}")
     output = Path(output)
-    output.write_text(html, encoding="utf-8")
+    output.write_text(pack_plotly(html), encoding="utf-8")
     return output

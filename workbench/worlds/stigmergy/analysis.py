@@ -245,7 +245,7 @@ class Analysis(RunReport):
     def _show_examples(self, limit: int = 4) -> None:
         from IPython.display import display
 
-        display(self.example_worlds_widget())
+        display(self.example_worlds_html())
         for fig, wid in zip(self.example_timelines(limit), self._store_first()[:limit]):
             show_figure(fig, f"Step timeline of world {wid} ({self.records.world(wid).get('cell_label', '')}).")
         show_figure(self.example_store_slider(), "The store after each step of one example world with a "
@@ -322,18 +322,17 @@ class Analysis(RunReport):
                 return store_slider(world, steps)
         return store_slider(*self._world(ids[0])) if ids else _note("No worlds.")
 
-    def example_worlds_widget(self) -> Any:
-        """A tab per cell with an example world's transcripts: saved widget state, so
-        it also works in the offline HTML report."""
-        import ipywidgets as W
+    def example_worlds_html(self) -> Any:
+        """A tab per cell with an example world's transcripts, in plain HTML (CSS
+        tabs: no widget manager, so the offline report shows it as the notebook does)."""
+        from IPython.display import HTML
 
+        from workbench.views.tabs import tabs_html
         from workbench.worlds.stigmergy.views import transcripts_html
 
         ids = self.example_world_ids()
-        tabs = W.Tab(children=[W.HTML(transcripts_html(*self._world(w))) for w in ids])
-        for i, wid in enumerate(ids):
-            tabs.set_title(i, self.records.world(wid).get("cell_label", wid)[:60])
-        return tabs
+        return HTML(tabs_html([(str(self.records.world(w).get("cell_label") or w), transcripts_html(*self._world(w)))
+                               for w in ids], group="wb-example-worlds"))
 
     def comparison(self) -> Any:
         """B − A over cells matched on every factor (unmatched cells listed)."""
