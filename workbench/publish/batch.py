@@ -4,11 +4,17 @@ cells in parallel up to a limit, each executed notebook kept; then the analysis.
 Each cell writes its own run directory under DIR/cells/CELL_ID (so parallel
 cells never share a file); DIR as a whole loads as one run set. A failed cell
 is reported and the others go on; running the same command again resumes
-every cell where it stopped."""
+every cell where it stopped.
+
+With ``progress``, a bar on stderr counts finished cells (papermill's per-cell
+bars are off here: cells run in parallel) and the report then shows papermill's
+own bar; ``-v`` logs each cell as it ends (the ``workbench`` logger)."""
 from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +22,8 @@ from workbench.params import load_study
 from workbench.publish.notebooks import NotebookError, execute
 from workbench.records import BATCH_CELLS
 from workbench.study import infrastructure_failures
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -42,7 +50,7 @@ class BatchResult:
 
 
 def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, timeout_s: int = 1800,
-              report: bool = True, lock: dict | None = None) -> BatchResult:
+              report: bool = True, lock: dict | None = None, progress: bool = False) -> BatchResult:
     study = load_study(params)  # a bad file fails here, before any kernel starts
     # Resolve paths now: papermill changes the process's working directory while a
     # notebook runs, so a relative path resolved in another thread would point elsewhere.
@@ -59,24 +67,33 @@ def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, tim
             "concurrency": 0}, timeout_s=timeout_s)
         return cell_id
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(study.cells), unit="cell", desc=f"batch {study.name}", file=sys.stderr,
+               dynamic_ncols=True, disable=not progress)
+    with bar, concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         futures = {pool.submit(one, c.cell_id): c.cell_id for c in study.cells}
         for fut in concurrent.futures.as_completed(futures):
             cid = futures[fut]
             try:
                 fut.result()
                 result.done.append(cid)
+                log.info("cell %s done", cid)
             except NotebookError as exc:
                 result.failed[cid] = str(exc)
+                log.info("cell %s failed: %s", cid, exc)
             if (out / BATCH_CELLS / cid / "manifest.json").exists():
                 causes = infrastructure_failures(out / BATCH_CELLS / cid)
                 if causes:
                     result.infrastructure[cid] = causes
+            bar.update(1)
+            if result.failed:
+                bar.set_postfix(failed=len(result.failed))
     if report and result.done:
         from workbench.publish.report import make_report
 
         try:
-            result.report = make_report(out)
+            result.report = make_report(out, progress=progress)
         except (NotebookError, RuntimeError, FileNotFoundError) as exc:
             result.report_error = str(exc)
     return result
