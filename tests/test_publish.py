@@ -52,7 +52,7 @@ def test_report_is_self_contained(report):
     _, _, html_path = report
     html = html_path.read_text(encoding="utf-8")
     assert external_references(html) == []
-    assert html.count("plotly.js v") == 1  # inlined once, not per figure
+    assert html.count('id="wb-plotly-gz"') == 1 and "plotly.js v" not in html  # inlined once, compressed
     assert "Analysis.load(" not in html and "hl-ipython3" not in html  # no input cells
     assert XSS_VALUE not in html and XSS_KEY not in html
     assert "&lt;script&gt;window.__xss_script=1" in html  # present, escaped
@@ -66,13 +66,16 @@ def test_report_in_a_browser_offline(report):
         assert page.locator(".js-plotly-plot").count() >= 8
         assert page.evaluate("typeof window.__xss_script") == "undefined"
         assert page.evaluate("typeof window.__xss_img") == "undefined"
-        assert page.locator(".lm-TabBar, .jupyter-widgets").count() > 0  # saved widget state rendered
-        page.locator(".lm-TabBar-tab", has_text="xss probe").first.click()  # a tab of the saved widget
+        assert page.locator(".lm-TabBar, .jupyter-widgets").count() == 0  # no widget: plain HTML tabs
+        tab = page.locator("div.wb-tab-labels > label", has_text="xss probe").first
+        tab.click()  # a CSS tab: shows its panel, no script involved
+        panel = page.locator(f"#{tab.get_attribute('for')}-panel")
+        assert panel.is_visible() and page.locator("div.wb-tab-panel:visible").count() == 1
         page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         page.wait_for_timeout(300)
         body = page.inner_text("body")
         assert XSS_VALUE in body and XSS_KEY in body  # shown as text, in the transcript
-        assert "Every agent in this run set is SIMULATED" in body  # scripted agents are simulated too (no model)
+        assert "SIMULATED: every agent in this run set is simulated" in body  # scripted agents too (no model)
         page.screenshot(path=str(SHOTS / "report.png"), full_page=False)
         page.set_viewport_size({"width": 1300, "height": 4000})
         page.screenshot(path=str(SHOTS / "report-long.png"))

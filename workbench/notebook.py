@@ -32,10 +32,15 @@ def _register_offline_renderer() -> None:
         pio.renderers["workbench_notebook"] = OfflineNotebookRenderer()
 
 
-def setup() -> None:
+def setup(figures_dir: str | Path | None = None) -> None:
+    """Plotly renderers and pandas display options; with ``figures_dir`` (the report
+    notebooks' parameter of that name), every figure shown is also saved there."""
     import pandas as pd
     import plotly.io as pio
 
+    from workbench.views.figure_sink import save_figures_to
+
+    save_figures_to(figures_dir)
     _register_offline_renderer()
     if pio.renderers.default != RENDERERS:
         pio.renderers.default = RENDERERS

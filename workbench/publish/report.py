@@ -36,6 +36,10 @@ def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, o
         "run_dir": str(run_dir), "compare_dir": str(Path(compare_dir).resolve()) if compare_dir else "",
         "max_timelines": max_timelines,
         "figures_dir": str(Path(figures_dir).resolve()) if figures_dir else ""}, timeout_s=timeout_s, progress=progress)
+    if figures_dir:
+        from workbench.publish.figures import render_figures
+
+        render_figures(figures_dir)
     study = records.manifest.get("study") or run_dir.name
     return export_html(executed, Path(output) if output else run_dir / "report.html",
                        title=f"stigmergy-workbench report: {study}")

@@ -210,9 +210,11 @@ _itables_emitted = False
 _ITABLES_LINK = re.compile(r"""\s+href=["']?https?://itables\.org[^"'\s>]*["']?""")
 
 
-def _searchable_html(frame: pd.DataFrame) -> str:
+def _searchable_html(frame: pd.DataFrame, numeric: set[str]) -> str:
     """A DataTables view (sort, search, pages): itables' offline bundle is inlined
-    the first time, so the exported report needs no network."""
+    the first time, so the exported report needs no network. DataTables would
+    right-align any column it takes for numbers (rates like ``7/20 · 35 %`` among
+    them); text and rates are set left, counts right, as in the plain tables."""
     global _itables_emitted
     from itables import options, to_html_datatable
     from itables.javascript import generate_init_offline_itables_html
@@ -223,7 +225,9 @@ def _searchable_html(frame: pd.DataFrame) -> str:
         _itables_emitted = True
     table = to_html_datatable(frame, connected=False, classes="display compact wb-table", showIndex=False,
                               allow_html=False, maxBytes=0, style="table-layout:auto;width:100%",
-                              display_logo_when_loading=False)
+                              display_logo_when_loading=False, columnDefs=[
+                                  {"className": "dt-right" if c in numeric else "dt-left", "targets": i}
+                                  for i, c in enumerate(frame.columns)])
     return _ITABLES_LINK.sub("", init + table)
 
 
@@ -272,7 +276,7 @@ def readable_html(table: pd.DataFrame, *, caption: str = "", title: str = "", la
         text += " Turned on its side to fit the page: one column per row."
         searchable = False
     long = len(frame) >= SEARCHABLE_ROWS if searchable is None else searchable
-    body = _searchable_html(frame) if long else _plain_html(frame, numeric, titles, rates)
+    body = _searchable_html(frame, numeric) if long else _plain_html(frame, numeric, titles, rates)
     foot = ""
     if titles:
         items = "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in titles.items())
@@ -285,5 +289,8 @@ def show_figure(fig: Any, caption: str, title: str = "") -> None:
     ``display(fig)`` alone, so that no figure goes unexplained)."""
     from IPython.display import HTML, display
 
+    from workbench.views.figure_sink import collect
+
     display(fig)
     display(HTML(STYLE + caption_html(caption, title)))
+    collect(fig, caption, title)

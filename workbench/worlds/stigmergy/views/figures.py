@@ -83,7 +83,7 @@ def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross
     worlds with 95% Wilson error bars. Only cells that differ in condition and
     clauses alone share a line. Lines are set apart sideways so that equal rates
     do not hide each other; ``colour`` gives each condition its report colour."""
-    title = f"E1 interaction: {esc_plot(metric)} by clauses (valid worlds, 95% Wilson)"
+    title = f"E1 interaction: {esc_plot(metric.replace('_', ' '))} by clauses (valid worlds, 95% Wilson)"
     cells = [c for c in design.cells if design.level(c, "condition") in E1_CONDITIONS
              and design.level(c, "clauses") in E1_CLAUSES] if "condition" in design.factors else []
     if not cells:
