@@ -1,15 +1,37 @@
-"""The world explorer behind notebooks/world.ipynb: widgets that set a cell's
-factors and a seed, re-run that one world in place, and show it through the
-views (which read only its records)."""
+"""The world explorer behind notebooks/world.ipynb: one world of the shared-store
+kind, step by step, either re-run from a study (widgets set the cell's factors,
+the route and the world number) or opened from a run directory (dropdowns for
+cell and world; shown from its records, no model called).
+
+An explorer that cannot lie:
+
+- every view (summary, timeline, the step with the store after it, transcripts)
+  is one ``Output`` whose ``outputs`` are *replaced whole* on every change,
+  never appended to, so nothing of the previous world can remain; when the
+  settings change and the world is not re-run (a real model waits for Run), the
+  views are emptied and say so;
+- a busy line says what is running;
+- a simulated route (:func:`workbench.routes.is_simulated_route`) re-runs on
+  every change; any other route (a catalogue name, ``local/...``, a raw litellm
+  route, typed or picked) runs only when Run is pressed;
+- the step slider drives the timeline's highlight and the store view together.
+
+Views are drawn by assigning ``Output.outputs`` from the kernel, not by capturing
+``with output:``: captured output makes nbclient (papermill) send widget-state
+messages on the shell socket it is polling for the cell's reply, which can lose
+the wake-up and stall the cell until its timeout (nbclient issue 312).
+"""
 from __future__ import annotations
 
-import html
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.aio import run_sync
 from workbench.params import Cell, Study, load_study
-from workbench.study import run_one_world
+from workbench.routes import is_simulated_route
+from workbench.views.escape import esc_html
 from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.worlds.stigmergy.spec import CONDITIONS
 
@@ -19,87 +41,439 @@ FACTORS: dict[str, tuple[str, ...]] = {
     "scheduler": ("async", "lockstep"),
     "parser": ("strict", "lenient"),
 }
+VIEWS = ("summary", "timeline", "step", "transcripts")
+SUMMARY_METRICS = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write", "exposure",
+                   "valid")
+RUN_COMMAND = ".venv/bin/workbench run params/smoke.yaml --out outputs/smoke"  # a run set to open (or outputs/demo)
 
 
-class WorldExplorer:
-    """Holds the current world's records; ``widget`` is what a notebook displays."""
+# -- views as outputs ------------------------------------------------------------------
+def display_output(obj: Any) -> dict[str, Any]:
+    """One ``display_data`` output of ``obj`` (a string is HTML). An object with a mime
+    bundle (a plotly figure: the bundle of the active renderers) gives that bundle; any
+    other is formatted as the notebook would. Never displays anything itself."""
+    from IPython import get_ipython
+    from IPython.core.formatters import DisplayFormatter
+    from IPython.display import HTML
 
-    def __init__(self, study: Study, cell_index: int = 0, world_index: int = 0) -> None:
+    if isinstance(obj, str):
+        obj = HTML(obj)
+    bundle = getattr(obj, "_repr_mimebundle_", None)
+    if callable(bundle):
+        data: dict[str, Any] = dict(bundle() or {})
+        metadata: dict[str, Any] = {}
+    else:
+        shell = get_ipython()
+        formatter = shell.display_formatter if shell is not None else DisplayFormatter()
+        data, metadata = formatter.format(obj)
+    data.setdefault("text/plain", f"<{type(obj).__name__}>")
+    return {"output_type": "display_data", "data": data, "metadata": metadata}
+
+
+def note_html(text: str, colour: str = "#555") -> str:
+    return f'<div style="color:{colour};font-style:italic;margin:4px 0">{esc_html(text)}</div>'
+
+
+def error_html(what: str, exc: BaseException) -> str:
+    return (f'<div style="color:#b00020;margin:4px 0"><b>{esc_html(what)}</b>: '
+            f"{esc_html(type(exc).__name__)}: {esc_html(exc)}</div>")
+
+
+class Panel:
+    """The explorer's views, one ``Output`` each, and a busy line. ``show`` replaces a
+    view's outputs whole; ``clear`` empties every view (optionally leaving a note in
+    the first), so a view never shows anything but the current world."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        import ipywidgets as W
+
+        self.views: dict[str, Any] = {name: W.Output(layout={"border": "0"}) for name in names}
+        self.status = W.HTML(value="")
+
+    def show(self, name: str, *objs: Any) -> None:
+        self.views[name].outputs = tuple(display_output(o) for o in objs)
+
+    def clear(self, note: str | None = None) -> None:
+        for i, out in enumerate(self.views.values()):
+            out.outputs = (display_output(note),) if note and i == 0 else ()
+
+    def busy(self, text: str) -> None:
+        self.status.value = f'<span style="color:#b35900">&#9203; {esc_html(text)}</span>'
+
+    def idle(self, text: str = "") -> None:
+        self.status.value = f'<span style="color:#2a7a2a">{esc_html(text)}</span>' if text else ""
+
+    def text(self) -> str:
+        """Everything the views show now, as one JSON string (for tests and checks)."""
+        return json.dumps([list(out.outputs) for out in self.views.values()], ensure_ascii=False)
+
+
+def route_options(extra: Iterable[str] = ()) -> list[str]:
+    """Routes to offer: the simulated profiles, the given ones, the catalogue's models
+    and the catalogued local models. Any other route can be typed."""
+    options = [f"sim/{p}" for p in sorted(PROFILES)] + [r for r in extra if r]
+    try:
+        from workbench.models.catalogue import default_catalogue
+
+        options += default_catalogue().names()
+    except Exception:  # noqa: BLE001 - a broken catalogue must not break the explorer; typing still works
+        pass
+    try:
+        from workbench.local.catalogue import load_local_catalogue
+
+        options += [f"local/{name}" for name in load_local_catalogue()]
+    except Exception:  # noqa: BLE001 - as above
+        pass
+    return list(dict.fromkeys(options))
+
+
+# -- one world, drawn -----------------------------------------------------------------
+class _WorldViews:
+    """Draws one world (``self.world``, ``self.steps``) into the panel; the step slider
+    redraws the timeline's highlight and the step/store view together."""
+
+    world: dict[str, Any]
+    steps: list[dict[str, Any]]
+    source: str  # one line: where the world came from
+
+    def _init_views(self) -> None:
+        import ipywidgets as W
+
+        self.panel = Panel(VIEWS)
+        self.views = self.panel.views
+        self.status = self.panel.status
+        self.world = {}
+        self.steps = []
+        self.source = ""
+        self.step = W.IntSlider(value=0, min=0, max=0, description="step", continuous_update=False,
+                                layout={"width": "60%"})
+        self.step.observe(lambda _change: self._draw_step(), names="value")
+
+    def _set_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        from workbench.worlds.stigmergy.views.steps import ordered
+
+        self.world, self.steps = world, ordered(steps)
+        with self.step.hold_trait_notifications():
+            self.step.max = max(0, len(self.steps) - 1)
+            self.step.value = 0
+        self._draw()
+
+    def _forget(self, note: str | None = None) -> None:
+        """The settings no longer describe the world on show: drop it, say why."""
+        self.world, self.steps = {}, []
+        with self.step.hold_trait_notifications():
+            self.step.max = 0
+            self.step.value = 0
+        self.panel.clear(note_html(note, "#b35900") if note else None)
+
+    def _draw(self) -> None:
+        from workbench.worlds.stigmergy.views import transcripts_html
+
+        self.panel.show("summary", self._summary_html())
+        self.panel.show("transcripts", transcripts_html(self.world, self.steps))
+        self._draw_step()
+
+    def _summary_html(self) -> str:
+        w = self.world
+        m = w.get("metrics") or {}
+        sim = any(is_simulated_route(a.get("route", "")) for a in w.get("agents") or [])
+        tag = (' <span style="background:#8c564b;color:white;padding:0 6px;border-radius:8px">SIMULATED behaviour'
+               '</span>' if sim else "")
+        failed = (f' · <span style="color:#b00020">failed: {esc_html((w.get("failed") or {}).get("cause"))}</span>'
+                  if w.get("failed") else "")
+        return (f"<div><code>{esc_html(w.get('world_id'))}</code> · {esc_html(w.get('cell_label', ''))} · "
+                + " · ".join(f"{k}: <b>{esc_html(str(m.get(k)))}</b>" for k in SUMMARY_METRICS)
+                + f"{failed}{tag}</div><div style='color:#555;font-size:12px'>{esc_html(self.source)}</div>")
+
+    def current_step(self) -> dict[str, Any] | None:
+        if not self.steps:
+            return None
+        return self.steps[min(self.step.value, len(self.steps) - 1)]
+
+    def _draw_step(self) -> None:
+        from workbench.worlds.stigmergy.views import step_timeline
+
+        if not self.world:
+            return
+        s = self.current_step()
+        fig = step_timeline(self.world, self.steps)
+        if s is not None:
+            highlight_step(fig, self.world, self.steps, s)
+        self.panel.show("timeline", fig)
+        self.panel.show("step", self._step_html(s))
+
+    def _step_html(self, s: dict[str, Any] | None) -> str:
+        from workbench.worlds.stigmergy.views import store_at_step
+        from workbench.worlds.stigmergy.views.steps import effect_summary, op_kind
+
+        if s is None:
+            return note_html("This world has no steps.")
+        store = store_at_step(self.world, self.steps, s["seq"])
+        reply = s.get("reply") or {}
+        rows = "".join(f"<li>{esc_html(line)}</li>" for line in (
+            f"{s['agent']} ({s.get('role', '')}) · own step {s.get('agent_step')} · t={s.get('t_done')}",
+            f"operation: {op_kind(s)} · {effect_summary(self.world, s)}",
+            f"reply: {(reply.get('text') or reply.get('error') or '')[:400]}",
+            f"result shown: {s.get('result')}",
+        ))
+        return (f"<div><b>step {esc_html(s['seq'])} of {len(self.steps)}</b> in "
+                f"<code>{esc_html(self.world.get('world_id'))}</code><ul>{rows}</ul>"
+                f"<b>store after step {esc_html(s['seq'])}</b>{store.to_html(index=False, escape=True)}</div>")
+
+
+def highlight_step(fig: Any, world: dict[str, Any], steps: list[dict[str, Any]], step: dict[str, Any]) -> Any:
+    """Mark ``step`` on a :func:`step_timeline` figure: a vertical line at its time and a
+    ring on its agent's lane (a trace named ``current step``)."""
+    import plotly.graph_objects as go
+
+    from workbench.worlds.stigmergy.views.steps import agent_lanes
+
+    lanes = [agent for agent, _ in agent_lanes(world, steps)]
+    y = lanes.index(step["agent"]) if step["agent"] in lanes else 0
+    fig.add_vline(x=step["t_done"], line={"color": "#f2b600", "width": 2, "dash": "dot"})
+    fig.add_trace(go.Scatter(x=[step["t_done"]], y=[y], mode="markers", name=f"current step ({step['seq']})",
+                             meta="current step", hoverinfo="skip",
+                             marker={"symbol": "circle-open", "size": 30, "color": "#f2b600", "line": {"width": 3}}))
+    return fig
+
+
+# -- re-run from a study -----------------------------------------------------------------
+class WorldExplorer(_WorldViews):
+    """One world of a study, re-run for the settings the widgets hold. ``widget`` is what
+    a notebook displays; ``world``/``steps`` are the records of the world on show."""
+
+    def __init__(self, study: Study, cell_index: int = 0, world_index: int = 0, model: str | None = None) -> None:
         import ipywidgets as W
 
         self.study = study
         self.cell = study.cells[cell_index]
-        models = sorted({f"sim/{p}" for p in PROFILES} | {self.cell.spec.model} |
-                        {f"sim/{p}" for p in study.profiles})
+        self._quiet = False
+        self._init_views()
+        spec = self.cell.spec
         self.controls: dict[str, Any] = {
-            name: W.Dropdown(options=list(opts), value=getattr(self.cell.spec, name), description=name)
-            for name, opts in FACTORS.items()
+            "cell": W.Dropdown(options=[(f"{c.index}: {c.label}", c.index) for c in study.cells],
+                               value=self.cell.index, description="cell"),
         }
-        self.controls["model"] = W.Dropdown(options=models, value=self.cell.spec.model, description="model")
+        for name, opts in FACTORS.items():
+            self.controls[name] = W.Dropdown(options=list(opts), value=getattr(spec, name), description=name)
+        extra = [c.spec.model for c in study.cells] + [f"sim/{p}" for p in study.profiles]
+        self.controls["model"] = W.Combobox(
+            value=model or spec.model, options=route_options(extra), ensure_option=False, continuous_update=False,
+            description="model", placeholder="sim/NAME, a catalogue name, local/NAME or provider/model")
         self.controls["world"] = W.BoundedIntText(value=world_index, min=0, max=10**6, description="world #")
-        self.step = W.IntSlider(value=0, min=0, max=0, description="step")
-        self.summary = W.HTML()
-        self.step_view = W.HTML()
-        self.figure = W.Output()
-        self.world: dict[str, Any] = {}
-        self.steps: list[dict[str, Any]] = []
-        for control in self.controls.values():
-            control.observe(lambda _change: self.rerun(), names="value")
-        self.step.observe(lambda _change: self._show_step(), names="value")
+        self.run_button = W.Button(description="Run", button_style="primary", icon="play",
+                                   tooltip="run this world (a real model is only called when you press Run)")
+        self.run_button.on_click(lambda _b: self.rerun())
+        self.controls["cell"].observe(self._cell_changed, names="value")
+        for name in (*FACTORS, "model", "world"):
+            self.controls[name].observe(self._changed, names="value")
+        c = self.controls
         self.widget = W.VBox([
-            W.HTML("<b>World explorer</b> (simulated agents unless a real model is chosen)"),
-            W.HBox([self.controls["condition"], self.controls["clauses"], self.controls["scheduler"]]),
-            W.HBox([self.controls["parser"], self.controls["model"], self.controls["world"]]),
-            self.summary, self.figure, self.step, self.step_view,
+            W.HTML("<b>World explorer</b>: a simulated route (<code>sim/...</code>) re-runs on every change; any "
+                   "other route runs only when you press <b>Run</b>."),
+            W.HBox([c["cell"], c["world"]]),
+            W.HBox([c["condition"], c["clauses"], c["scheduler"]]),
+            W.HBox([c["parser"], c["model"], self.run_button]),
+            self.status, self.views["summary"], self.views["timeline"], self.step, self.views["step"],
+            self.views["transcripts"],
         ])
-        self.rerun()
+        self._changed()
 
     @classmethod
-    def from_study(cls, path: str | Path, cell: int = 0, world_index: int = 0) -> WorldExplorer:
-        return cls(load_study(path), cell, world_index)
+    def from_study(cls, path: str | Path, cell: int = 0, world_index: int = 0,
+                   model: str | None = None) -> WorldExplorer:
+        return cls(load_study(path), cell, world_index, model or None)
 
     def current_cell(self) -> Cell:
-        update = {k: self.controls[k].value for k in (*FACTORS, "model")}
+        update = {k: self.controls[k].value for k in FACTORS}
+        update["model"] = str(self.controls["model"].value).strip()
         spec = self.cell.spec.model_copy(update=update)
         return self.study.variant(self.cell, spec)
 
-    def rerun(self) -> None:
-        """Run the world for the current settings and redraw everything."""
-        outcome = run_sync(run_one_world(self.study, self.current_cell(), int(self.controls["world"].value)))
-        self.world, self.steps = outcome.world, outcome.steps
-        self.step.max = max(0, len(self.steps) - 1)
-        self.step.value = 0
-        self._draw()
+    def routes(self) -> set[str]:
+        """Every route the current settings would call (agents, and the study's monitor)."""
+        routes = set(self.study.kind.routes(self.current_cell().spec))
+        if self.study.monitor is not None:
+            routes.add(self.study.monitor.model)
+        return routes
 
-    def _draw(self) -> None:
-        from IPython.display import display
+    def simulated(self) -> bool:
+        return all(is_simulated_route(r) for r in self.routes())
 
-        from workbench.worlds.stigmergy.views import step_timeline
+    def _cell_changed(self, _change: Any = None) -> None:
+        self.cell = self.study.cells[int(self.controls["cell"].value)]
+        self._quiet = True
+        try:
+            for name in (*FACTORS, "model"):
+                self.controls[name].value = getattr(self.cell.spec, name)
+        finally:
+            self._quiet = False
+        self._changed()
 
-        m = self.world["metrics"]
-        keys = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write", "exposure",
-                "valid")
-        self.summary.value = (f"<code>{html.escape(self.world['world_id'])}</code> · "
-                              f"{html.escape(self.world.get('cell_label', ''))} · " +
-                              " · ".join(f"{k}: <b>{m[k]}</b>" for k in keys))
-        self.figure.clear_output(wait=True)
-        with self.figure:
-            display(step_timeline(self.world, self.steps))
-        self._show_step()
-
-    def _show_step(self) -> None:
-        from workbench.worlds.stigmergy.views import store_at_step
-
-        if not self.steps:
-            self.step_view.value = "<i>no steps</i>"
+    def _changed(self, _change: Any = None) -> None:
+        """Any setting changed: re-run at once when every route is simulated, else
+        empty the views and wait for Run."""
+        if self._quiet:
             return
-        s = self.steps[self.step.value]
-        store = store_at_step(self.world, self.steps, s["seq"])
-        rows = "".join(f"<li>{html.escape(line)}</li>" for line in (
-            f"{s['agent']} ({s['role']}) step {s['agent_step']} at t={s['t_done']}",
-            f"reply: {s['reply']['text'][:400]}",
-            f"operation: {s['op']}",
-            f"result shown: {s['result']}",
-        ))
-        self.step_view.value = (f"<ul>{rows}</ul><b>store after this step</b>"
-                                f"{store.to_html(index=False, escape=True)}")
+        if not str(self.controls["model"].value).strip():
+            self._forget("Choose or type a route for the model.")
+            return
+        if self.simulated():
+            self.rerun()
+            return
+        real = ", ".join(sorted(r for r in self.routes() if not is_simulated_route(r)))
+        self.panel.idle("waiting for Run")
+        self._forget(f"Settings changed; {real} is a real model: press Run to run this world (each step is a "
+                     f"model call, paid for on a hosted model).")
+
+    def rerun(self) -> None:
+        """Run the world for the current settings and redraw every view."""
+        from workbench.aio import run_sync
+        from workbench.study import run_one_world
+
+        index = int(self.controls["world"].value)
+        try:
+            cell = self.current_cell()
+        except Exception as exc:  # noqa: BLE001 - a bad setting is shown, not raised into the widget loop
+            self._forget()
+            self.panel.show("summary", error_html("these settings do not make a cell", exc))
+            self.panel.idle()
+            return
+        self.panel.busy(f"running world {index} of {cell.label} ...")
+        self.run_button.disabled = True
+        self.panel.clear(note_html(f"running world {index} of {cell.label} ...", "#b35900"))
+        try:
+            outcome = run_sync(run_one_world(self.study, cell, index))
+        except Exception as exc:  # noqa: BLE001 - as above
+            self._forget()
+            self.panel.show("summary", error_html(f"world {index} of {cell.label} could not run", exc))
+            self.panel.idle()
+            return
+        finally:
+            self.run_button.disabled = False
+        routes = ", ".join(sorted(self.routes()))
+        self.source = f"re-run now from {self.study.path.name}, world #{index}, routes: {routes}"
+        self._set_world(outcome.world, outcome.steps)
+        self.panel.idle(f"world {outcome.world['world_id']} ({len(self.steps)} steps)")
+
+
+# -- open a recorded world -----------------------------------------------------------------
+class RecordedWorldExplorer(_WorldViews):
+    """A world of a run directory, shown from its records (no model is called):
+    dropdowns for cell and world. ``verify`` replays it through the engine with its
+    recorded replies (``workbench replay --verify``)."""
+
+    def __init__(self, run_dir: str | Path, cell: str = "", world: str = "") -> None:
+        import ipywidgets as W
+
+        from workbench.records import load_run
+
+        self.records = load_run(run_dir)
+        self._quiet = False
+        self._init_views()
+        worlds = self.records.worlds
+        labels: dict[str, str] = {}
+        for w in worlds:
+            labels.setdefault(w["cell_id"], str(w.get("cell_label") or w["cell_id"]))
+        if not worlds:
+            raise ValueError(f"{run_dir} holds no finished world yet")
+        first = next((w for w in worlds if w["world_id"] == world), None)
+        cell_id = first["cell_id"] if first else (cell if cell in labels else
+                                                  next((k for k, v in labels.items() if v == cell), worlds[0]["cell_id"]))
+        self.controls: dict[str, Any] = {
+            "cell": W.Dropdown(options=[(f"{label} ({cid})", cid) for cid, label in labels.items()], value=cell_id,
+                               description="cell", layout={"width": "60%"}),
+            "world": W.Dropdown(options=self._world_options(cell_id), description="world"),
+        }
+        if first:
+            self.controls["world"].value = first["world_id"]
+        self.verify_button = W.Button(description="Verify", icon="check",
+                                      tooltip="replay this world through the engine from its records (no model call)")
+        self.verify_button.on_click(lambda _b: self.verify())
+        self.controls["cell"].observe(self._cell_changed, names="value")
+        self.controls["world"].observe(lambda _c: self._open(), names="value")
+        self.widget = W.VBox([
+            W.HTML(f"<b>Recorded worlds</b> of <code>{esc_html(self.records.dir)}</code>: shown from the records, "
+                   "no model is called."),
+            W.HBox([self.controls["cell"], self.controls["world"], self.verify_button]),
+            self.status, self.views["summary"], self.views["timeline"], self.step, self.views["step"],
+            self.views["transcripts"],
+        ])
+        self._open()
+
+    @classmethod
+    def from_run(cls, run_dir: str | Path, cell: str = "", world: str = "") -> RecordedWorldExplorer:
+        return cls(run_dir, cell, world)
+
+    def _world_options(self, cell_id: str) -> list[tuple[str, str]]:
+        return [(f"{w['world_id']}" + ("" if w.get("valid") else " (invalid)"), w["world_id"])
+                for w in self.records.worlds if w["cell_id"] == cell_id]
+
+    def _cell_changed(self, _change: Any = None) -> None:
+        self._quiet = True
+        try:
+            options = self._world_options(self.controls["cell"].value)
+            self.controls["world"].options = options
+            self.controls["world"].value = options[0][1] if options else None
+        finally:
+            self._quiet = False
+        self._open()
+
+    def _open(self) -> None:
+        if self._quiet:
+            return
+        wid = self.controls["world"].value
+        if not wid:
+            self._forget("No world in this cell.")
+            return
+        self.panel.busy(f"opening {wid} ...")
+        self.source = f"recorded in {self.records.dir} (run {self.records.world(wid).get('run')}); no model called"
+        self._set_world(self.records.world(wid), self.records.steps.get(wid, []))
+        self.panel.idle(f"world {wid} ({len(self.steps)} steps, from the records)")
+
+    def verify(self) -> list[str]:
+        """Replay the world on show through the engine with its recorded replies; the
+        differences (none: identical to the records) are shown in the busy line."""
+        from workbench.replay import verify_world
+
+        wid = self.world.get("world_id")
+        if not wid:
+            return []
+        self.panel.busy(f"replaying {wid} through the engine ...")
+        diffs = verify_world(self.records, wid)
+        self.panel.idle(f"replay of {wid}: " + ("identical to the records" if not diffs else
+                                                 f"{len(diffs)} differences: " + "; ".join(diffs[:5])))
+        return diffs
+
+
+@dataclass
+class Missing:
+    """What an explorer is when its run directory is not there: a note naming the command."""
+
+    widget: Any
+
+
+def missing_run(run_dir: str | Path, command: str) -> Missing | None:
+    """None when ``run_dir`` holds a run; else a note that names the command making one."""
+    from workbench.records import MANIFEST, WORLDS, is_batch_dir
+
+    d = Path(run_dir)
+    if (d / WORLDS).exists() or (d / MANIFEST).exists() or is_batch_dir(d):
+        return None
+    import ipywidgets as W
+
+    return Missing(W.HTML(f'<div style="color:#b00020">No run in <code>{esc_html(run_dir)}</code>. Make it with '
+                          f"<code>{esc_html(command)}</code>, then run this notebook again.</div>"))
+
+
+def open_explorer(study: str | Path = "", run_dir: str | Path = "", *, cell: int | str = 0, world_index: int = 0,
+                  world: str = "", model: str | None = None) -> WorldExplorer | RecordedWorldExplorer | Missing:
+    """What world.ipynb shows (its ``widget``): a recorded world of ``run_dir`` when
+    given, else a world of ``study`` re-run for the widgets' settings. A missing run
+    directory is a note naming the command that makes one, not a traceback."""
+    if run_dir:
+        return (missing_run(run_dir, RUN_COMMAND)
+                or RecordedWorldExplorer.from_run(run_dir, cell if isinstance(cell, str) else "", world))
+    return WorldExplorer.from_study(study, int(cell), world_index, model or None)
+
+
