@@ -73,8 +73,9 @@ def test_report_object_on_records(tmp_path):
     r = V.CollusionReport.load(run)
     assert r.simulated and "8 trajectories in 2 cells" in r.title
     assert r.example_world_ids() == ["m0", "p0"]
-    html = r.cell_table().to_html()
-    assert "3/4" in html and "[simulated]" in html and "<b>peer</b>" not in html
+    html = r.cell_table().data
+    assert "3/4 · 75 % [" in html and "<b>peer</b>" not in html  # a rate phrase; cell text escaped
+    assert "ever colluded" in html and "ever_colluded" not in html  # the metric's name, not its code
     assert "<table>" in r.provenance_html() and "not run under a preregistration lock" in r.locks_html()
 
 
@@ -101,7 +102,7 @@ def test_notebooks_execute_and_escape(synthetic_run, tmp_path):
     errors = [o for c in doc["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     assert "SIMULATED" in text and "Collusion onset" in text and "agreement" in text
-    assert "by ep 6" in text and "violating &amp;lt;b&amp;gt;peer" not in text
+    assert "by episode 6" in text and "Headline: ever colluded" in text and "violating &amp;lt;b&amp;gt;peer" not in text
     assert "<script>alert" not in text.replace("\\u003cscript", "")  # html outputs hold it escaped only
     assert "&lt;script&gt;alert" in text
     nb = execute("collusion_world", tmp_path / "w.ipynb", {"run_dir": str(synthetic_run), "world_id": "m0"},

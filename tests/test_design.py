@@ -157,7 +157,7 @@ def _exec_notebook(path: Path, params: dict) -> None:
             continue
         src = "".join(cell["source"])
         if "parameters" in (cell.get("metadata", {}).get("tags") or []):
-            src = "\n".join(f"{k} = {v!r}" for k, v in params.items())
+            src += "\n" + "\n".join(f"{k} = {v!r}" for k, v in params.items())  # defaults, then ours
         exec(compile(src, f"{path.name}", "exec"), ns)  # noqa: S102 - our own notebook
 
 

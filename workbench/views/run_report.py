@@ -187,6 +187,33 @@ class RunReport:
             show_figure(figure, figure_caption)
         display(HTML(table))
 
+    def contrast_words_html(self, t: Any) -> str:
+        """The first contrast of a matched-contrast table (:func:`workbench.metrics.
+        contrasts.contrast_table`) in words, one line per matched pair of cells: both
+        rates, the difference and its interval, and the paired test over the table's
+        unit (worlds, recalls, trajectories)."""
+        import pandas as pd
+
+        from workbench.metrics.contrasts import DIFF, NO_CORRECTION, P
+
+        e = html.escape
+        unit = str(t.attrs.get("unit") or "units")
+        if t.empty:
+            return f"<p><i>No headline contrast: {e(str(t.attrs.get('empty_reason')))}.</i></p>"
+        first = t[t["contrast"] == t["contrast"].iloc[0]]
+        items = []
+        for _, r in first.iterrows():
+            d = r[DIFF]
+            diff = "not estimable" if pd.isna(d) else f"{d:+.0%} [{r['low']:+.0%}, {r['high']:+.0%}]"
+            paired = (f"exact McNemar p = {r[P]:.3g} over {int(r['pairs'])} paired {unit}"
+                      if not pd.isna(r[P]) else f"no paired {unit}")
+            lost = f", {int(r['lost pairs'])} pairs lost to attrition" if r["lost pairs"] else ""
+            items.append(f"<li>{e(str(r['held fixed']))}: {e(str(r['B']))} {e(str(r['B k/n']))} vs "
+                         f"{e(str(r['A']))} {e(str(r['A k/n']))}; difference {e(diff)}; {e(paired)}{e(lost)}</li>")
+        return (f"<p><b>{e(str(first['contrast'].iloc[0]))}</b> ({e(str(t.attrs.get('metric_label') or t.attrs.get('metric')))}, "
+                f"{e(str(first['factor'].iloc[0]))} {e(str(first['B'].iloc[0]))} vs {e(str(first['A'].iloc[0]))}, "
+                f"valid {e(unit)}; {e(NO_CORRECTION)})</p><ul>{''.join(items)}</ul>")
+
     def provenance(self, verification: str = "") -> None:
         """The end of every report: where the records came from, and the
         preregistration each run ran under (``verification``: a fresh check of the

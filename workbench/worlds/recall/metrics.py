@@ -67,15 +67,21 @@ def model_of(world: dict[str, Any]) -> str:
     return "+".join(routes) or str(world.get("cell", {}).get("model"))
 
 
-def variant_of(cell: dict[str, Any]) -> str:
-    """The cell's settings other than model and condition that differ from the defaults,
-    so that tables never pool cells that differ in another factor."""
+def variant_parts(cell: dict[str, Any]) -> list[str]:
+    """The cell's settings other than model and condition that differ from the
+    defaults, as ``key=value`` each."""
     parts = []
     for key, default in _DEFAULTS.items():
         if key in cell and cell[key] != default:
             value = cell[key]
             parts.append(f"{key}={json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value}")
-    return "; ".join(parts)
+    return parts
+
+
+def variant_of(cell: dict[str, Any]) -> str:
+    """The cell's settings other than model and condition that differ from the defaults,
+    so that tables never pool cells that differ in another factor."""
+    return "; ".join(variant_parts(cell))
 
 
 def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -105,7 +111,22 @@ def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
             "repetition", "world_index", "seed", "valid", "failed", "simulated", "turn", "role", "route", "failure_mode",
             "target_fact_id", "correct", "correct_exact", "judge_verdict", "truth_rank", "top_entry_correct",
             "n_in_context", "own_turns", "answer", "ground_truth"]
-    return pd.DataFrame(rows, columns=cols)
+    return _lift_shared_variant(pd.DataFrame(rows, columns=cols))
+
+
+def _lift_shared_variant(frame: pd.DataFrame) -> pd.DataFrame:
+    """Settings every cell of the run set shares are no variant: they leave the
+    ``variant`` column (which would repeat them on every row) for ``attrs`` (said
+    once, in a table's caption). What tells cells apart stays in the column."""
+    if frame.empty:
+        frame.attrs["variant_shared"] = ""
+        return frame
+    per_cell = {cid: v.split("; ") if v else [] for cid, v in zip(frame["cell_id"], frame["variant"])}
+    shared = set.intersection(*(set(p) for p in per_cell.values()))
+    keep = {cid: "; ".join(p for p in parts if p not in shared) for cid, parts in per_cell.items()}
+    frame["variant"] = frame["cell_id"].map(keep)
+    frame.attrs["variant_shared"] = "; ".join(p for p in next(iter(per_cell.values())) if p in shared)
+    return frame
 
 
 def _rate(k: int, n: int) -> dict[str, Any]:

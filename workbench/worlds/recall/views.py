@@ -265,7 +265,12 @@ class RecallReport(RunReport):
         if name == "differences":
             t = self.contrasts(all_modes=False)
         return HTML(readable_html(t, caption=CAPTIONS.get(name, ""), title=TITLES.get(name, name), labels=LABELS,
-                                  keep=("condition",)))
+                                  keep=("condition",), constant=self.shared_settings))
+
+    @property
+    def shared_settings(self) -> str:
+        """Settings every cell shares (left out of the ``variant`` column, said once)."""
+        return str(self.frame.attrs.get("variant_shared") or "")
 
     def contrasts(self, all_modes: bool = True) -> pd.DataFrame:
         """The condition differences in the shape of a matched-contrast table (A = the
@@ -302,7 +307,7 @@ class RecallReport(RunReport):
         self.show_headline(
             f"recall accuracy, {names}",
             readable_html(t, caption=CAPTIONS["headline"], title="Each condition against the reference",
-                          labels=LABELS, keep=("A", "B")),
+                          labels=LABELS, keep=("A", "B"), constant=self.shared_settings),
             figure, "Each point: one condition (B) against the reference condition (A) for one model setting, "
                     "over all recalls of valid worlds (every failure mode together); difference in accuracy with "
                     "its 95 % Newcombe interval; no multiple-comparison correction.")

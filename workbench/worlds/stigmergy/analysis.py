@@ -10,7 +10,6 @@ from typing import Any
 
 import pandas as pd
 
-from workbench.metrics.contrasts import DIFF, NO_CORRECTION, P
 from workbench.metrics.design import Design, design_of_records
 from workbench.views.readable import show_figure
 from workbench.views.run_report import RunReport, Section
@@ -139,25 +138,8 @@ class Analysis(RunReport):
 
     # -- the study's story ----------------------------------------------------------
     def headline_html(self) -> str:
-        """The first contrast's rows in words: both rates, the difference and its
-        interval, and the paired test, for each matched pair of cells."""
-        t = self.tables["contrasts"]
-        e = html.escape
-        if t.empty:
-            return f"<p><i>No headline contrast: {e(str(t.attrs.get('empty_reason')))}.</i></p>"
-        first = t[t["contrast"] == t["contrast"].iloc[0]]
-        items = []
-        for _, r in first.iterrows():
-            d = r[DIFF]
-            diff = "not estimable" if pd.isna(d) else f"{d:+.0%} [{r['low']:+.0%}, {r['high']:+.0%}]"
-            paired = (f"exact McNemar p = {r[P]:.3g} over {int(r['pairs'])} paired worlds"
-                      if not pd.isna(r[P]) else "no paired worlds")
-            lost = f", {int(r['lost pairs'])} pairs lost to attrition" if r["lost pairs"] else ""
-            items.append(f"<li>{e(str(r['held fixed']))}: {e(str(r['B']))} {e(str(r['B k/n']))} vs "
-                         f"{e(str(r['A']))} {e(str(r['A k/n']))}; difference {e(diff)}; {e(paired)}{e(lost)}</li>")
-        return (f"<p><b>Headline: {e(str(first['contrast'].iloc[0]))}</b> ({e(str(t.attrs.get('metric')))}, "
-                f"{e(str(first['factor'].iloc[0]))} {e(str(first['B'].iloc[0]))} vs {e(str(first['A'].iloc[0]))}, "
-                f"valid worlds; {e(NO_CORRECTION)})</p><ul>{''.join(items)}</ul>")
+        """The first contrast's rows in words (see :meth:`RunReport.contrast_words_html`)."""
+        return self.contrast_words_html(self.tables["contrasts"])
 
     def headline(self) -> None:
         """The matched contrasts: in words, as a forest plot with named arms, and as
