@@ -1,8 +1,29 @@
 """The command line: what notebooks do in batch, so that studies also run
-without Jupyter. Errors in input are printed as one line and exit with 2."""
+without Jupyter. Errors in input are printed as one line and exit with 2.
+
+Options every command takes (before or after the command's name):
+
+- ``--version``: the installed package's version (importlib.metadata), exit 0.
+- ``-q``/``--quiet``: no progress bars, no notes, no per-cell table after
+  ``run``; a command's result lines (what was written where, listings, metric
+  tables), warnings and errors still print.
+- ``-v``/``--verbose``: the ``workbench`` logger at INFO (``-vv``: DEBUG, and
+  papermill's own log at INFO), on stderr: each batch cell as it ends, each
+  notebook executed with everything its kernel process wrote, each judgment,
+  each model part joined.
+- ``--progress``: progress bars even when stderr is not a terminal.
+
+Progress bars (tqdm, which papermill already brings; never hand-drawn) go to
+stderr only, so stdout stays what scripts parse. By default they are shown
+only when stderr is a terminal: a bar redrawn with carriage returns makes a
+log file or a CI transcript unreadable, and a test capturing stderr would see
+it. ``run`` (worlds), ``report`` (papermill's own bar, one tick per notebook
+cell), ``batch`` (cells, then the report's bar), ``judge`` (judgments) and
+``models fetch`` (bytes: pip's download bars, then the join) show one."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -12,6 +33,114 @@ from workbench.errors import WorkbenchError
 from workbench.params import ParamsError, load_study
 from workbench.routes import is_simulated_route, is_simulated_world
 from workbench.worlds import kind_of_records
+
+log = logging.getLogger("workbench")
+DIST = "stigmergy-workbench"
+
+
+def package_version() -> str:
+    """The installed distribution's version (importlib.metadata), the one ``--version`` prints."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DIST)
+    except PackageNotFoundError:
+        return "unknown (not installed; pip install -e .)"
+
+
+class VersionAction(argparse.Action):
+    """``--version``: print ``stigmergy-workbench X.Y.Z`` on stdout and exit 0 (looked up
+    only when asked, so other commands do not pay for the metadata lookup)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the package version and exit", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"{DIST} {package_version()}")
+        parser.exit(0)
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Whether this command draws progress bars (on stderr): never with ``-q``; always
+    with ``--progress``; otherwise only when stderr is a terminal (see the module docstring)."""
+    if getattr(args, "quiet", False):
+        return False
+    if getattr(args, "progress", False):
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+def inform(args: argparse.Namespace, message: str) -> None:
+    """An informational line on stderr; ``-q`` silences it (never use this for errors or warnings)."""
+    if not getattr(args, "quiet", False):
+        print(message, file=sys.stderr)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (main() may run
+    many times in one process, each with its own stderr, e.g. under pytest)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
+def configure_logging(verbose: int, quiet: bool) -> None:
+    """The ``workbench`` logger on stderr: WARNING by default, INFO with ``-v``, DEBUG
+    with ``-vv`` (which also shows papermill's INFO log), ERROR with ``-q`` (papermill's
+    warnings too, such as a parameter a notebook does not declare)."""
+    if quiet:
+        level = logging.ERROR
+    else:
+        level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+    log.setLevel(level)
+    if quiet:
+        logging.getLogger("papermill").setLevel(logging.ERROR)
+    elif verbose >= 2:
+        logging.getLogger("papermill").setLevel(logging.INFO)
+
+
+class JudgeProgress:
+    """A judgments bar for ``workbench judge`` (its total is known only once the judges
+    know what is not yet cached, so the bar starts at the first report); at DEBUG each
+    judgment is also logged."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def update(self, done: int, total: int) -> None:
+        log.debug("judgment %d of %d done", done, total)
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="judgment", desc="judge", file=sys.stderr, dynamic_ncols=True)
+        self.bar.update(done - self.bar.n)
+
+    def __enter__(self) -> JudgeProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def lock_dir_for(params: str, given: str | None) -> str:
@@ -120,19 +249,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cells = [c for c in args.cells.split(",") if c] if args.cells else None
     try:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
-                            progress=not args.no_progress, max_worlds=args.max_worlds, lock=lock,
+                            progress=show_progress(args) and not args.no_progress, max_worlds=args.max_worlds, lock=lock,
                             retry_failed=not args.no_retry_failed, probe=args.probe)
     except KeyboardInterrupt:
         print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
               file=sys.stderr)
         return 130
     for name, n in summary.repaired_bytes.items():
-        print(f"note: dropped a half-written last line ({n} bytes) from {name}", file=sys.stderr)
+        inform(args, f"note: dropped a half-written last line ({n} bytes) from {name}")
     print(summary.line())
     if summary.probe_failed:
         print("refused: a probed route did not answer (above); no world was run", file=sys.stderr)
         return 2
-    if not args.no_summary:
+    if not (args.no_summary or args.quiet):
         from workbench.records import load_run
 
         records = load_run(args.out)
@@ -318,7 +447,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from workbench.publish.report import make_report
 
-    path = make_report(args.dir, compare_dir=args.compare, output=args.out, timeout_s=args.timeout)
+    path = make_report(args.dir, compare_dir=args.compare, output=args.out, timeout_s=args.timeout,
+                       figures_dir=args.figures, progress=show_progress(args))
     print(f"report written: {path}")
     return 0
 
@@ -333,7 +463,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     if code:
         return code
     result = run_batch(args.params, args.out, parallel=args.parallel, timeout_s=args.timeout,
-                       report=not args.no_report, lock=lock)
+                       report=not args.no_report, lock=lock, progress=show_progress(args))
     print("\n".join(result.lines()))
     return 1 if result.failed or result.report_error or result.infrastructure else 0
 
@@ -375,7 +505,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
                   + ("" if m.agent else "  (too weak to act as an agent)"))
         return 0
     try:
-        path = fetch(args.name, cache=cache, force=args.force)
+        path = fetch(args.name, cache=cache, force=args.force, progress=show_progress(args))
     except FetchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -407,7 +537,10 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     options = {"limit": args.limit} if args.limit else {}
     if args.judges:
         options["judges"] = tuple(j for j in args.judges.split(",") if j)
-    frame = kind.run_judges(records, args.route, **options)
+    with JudgeProgress(show_progress(args)) as bar:
+        if bar.enabled or log.isEnabledFor(logging.DEBUG):  # a kind's run_judges need not take it otherwise
+            options["progress"] = bar.update
+        frame = kind.run_judges(records, args.route, **options)
     counts = frame.groupby(["judge", "status"]).size() if len(frame) else frame
     print(f"{len(frame)} judgments by {args.route} (kept beside the records; a rerun reuses them)")
     if len(frame):
@@ -420,10 +553,58 @@ def _unsafe_flag(p: argparse.ArgumentParser) -> None:
                    help="where bubblewrap is unavailable, run agent-written tests unconfined (recorded in the manifest)")
 
 
+EXAMPLES = {
+    "run": "workbench run params/smoke.yaml --out outputs/smoke --max-worlds 4",
+    "validate": "workbench validate params/smoke.yaml",
+    "replay": "workbench replay outputs/smoke --world WORLD_ID --verify",
+    "metrics": "workbench metrics outputs/smoke --parser strict",
+    "compare": "workbench compare outputs/lenient outputs/strict --ignore parser",
+    "judge": "workbench judge outputs/collusion --judges agreement --limit 20",
+    "report": "workbench report outputs/smoke --figures outputs/smoke/figures",
+    "batch": "workbench batch params/smoke.yaml --out outputs/smoke-batch --parallel 2",
+    "lock": "workbench lock create e1-L1 params/e1.yaml",
+    "lock create": "workbench lock create e1-L1 params/e1.yaml",
+    "lock data": "workbench lock data e1-data outputs/e1",
+    "lock verify": "workbench lock verify --locks locks",
+    "setup": "workbench setup",
+    "models": "workbench models fetch qwen2.5-coder-0.5b",
+    "models list": "workbench models list",
+    "models fetch": "workbench models fetch qwen2.5-coder-0.5b",
+    "profiles": "workbench profiles",
+}
+
+
+def _common_options(defaults: bool) -> argparse.ArgumentParser:
+    """-q, -v and --progress, accepted before the command and after it. On the
+    commands the defaults are SUPPRESS, so an option given before the command is
+    not reset by the command's parser."""
+    keep: dict[str, Any] = {} if defaults else {"default": argparse.SUPPRESS}
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bars or notes (results, warnings and errors still print)", **keep)
+    p.add_argument("-v", "--verbose", action="count",
+                   help="more detail on stderr: -v the workbench log at INFO, -vv at DEBUG", **keep)
+    p.add_argument("--progress", action="store_true",
+                   help="show progress bars even when stderr is not a terminal (default: only on a terminal)",
+                   **keep)
+    return p
+
+
+def _subparser(sub: Any, name: str, path: str = "", **kwargs: Any) -> argparse.ArgumentParser:
+    """A command's parser: the common options and one example in its --help."""
+    key = f"{path} {name}".strip()
+    return sub.add_parser(name, parents=[_common_options(False)], formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=f"Example:\n  {EXAMPLES[key]}", **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="workbench", description="stigmergy-workbench: shared-state studies of LLM agents")
+    ap = argparse.ArgumentParser(prog="workbench", description="stigmergy-workbench: shared-state studies of LLM agents",
+                                 parents=[_common_options(True)], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Example:\n  workbench run params/smoke.yaml --out outputs/smoke\n\n"
+                                        "Progress bars go to stderr, on a terminal only (--progress: always; -q: never).")
+    ap.add_argument("--version", action=VersionAction)
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run", help="run (or resume) a study into a run directory")
+    p = _subparser(sub, "run", help="run (or resume) a study into a run directory")
     p.add_argument("params", help="study YAML file")
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
     p.add_argument("--cells", help="comma-separated cell ids or labels to run (default: all)")
@@ -440,28 +621,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first send one minimal request per real-model route (recorded, charged); stop if one fails")
     _unsafe_flag(p)
     p.set_defaults(func=_cmd_run)
-    p = sub.add_parser("validate", help="check a study file, its routes' keys and prices, and list its cells")
+    p = _subparser(sub, "validate", help="check a study file, its routes' keys and prices, and list its cells")
     p.add_argument("params")
     p.add_argument("--probe", action="store_true",
                    help="also send one minimal request per real-model route (recorded, charged to the study's budget)")
     p.add_argument("--probe-dir", default="outputs/probes", help="where --probe records its calls (calls.jsonl)")
     _unsafe_flag(p)
     p.set_defaults(func=_cmd_validate)
-    p = sub.add_parser("replay", help="print a recorded world step by step (no model is called)")
+    p = _subparser(sub, "replay", help="print a recorded world step by step (no model is called)")
     p.add_argument("dir", help="run directory")
     p.add_argument("--world", help="world id (omit to list the worlds)")
     p.add_argument("--full", action="store_true", help="also print prompts and raw replies")
     p.add_argument("--verify", action="store_true",
                    help="rerun the world through the engine from its recorded replies and compare")
     p.set_defaults(func=_cmd_replay)
-    p = sub.add_parser("metrics", help="write per-world, per-agent and cell tables of a run directory")
+    p = _subparser(sub, "metrics", help="write per-world, per-agent and cell tables of a run directory")
     p.add_argument("dir", help="run directory")
     p.add_argument("--out", help="where to write (default: DIR/metrics)")
     p.add_argument("--parser", choices=["strict", "lenient"], help="re-score under this parser rule")
     p.add_argument("--answer-rule", choices=["one-integer", "exact"], help="re-score under this answer rule")
     p.add_argument("--holm", action="store_true", help="add Holm-adjusted p values beside the raw ones")
     p.set_defaults(func=_cmd_metrics)
-    p = sub.add_parser("compare", help="compare two run sets cell by cell, cells matched on their factors "
+    p = _subparser(sub, "compare", help="compare two run sets cell by cell, cells matched on their factors "
                                        "(Newcombe; exact McNemar where seeds pair)")
     p.add_argument("a", help="run directory A")
     p.add_argument("b", help="run directory B")
@@ -473,20 +654,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--holm", action="store_true", help="add Holm-adjusted p values beside the raw ones")
     p.add_argument("--csv", help="also write the table here")
     p.set_defaults(func=_cmd_compare)
-    p = sub.add_parser("judge", help="run a world kind's LLM judges over a run set (collusion: agreement, relaxation)")
+    p = _subparser(sub, "judge", help="run a world kind's LLM judges over a run set (collusion: agreement, relaxation)")
     p.add_argument("dir", help="run directory")
     p.add_argument("--route", default="sim-collusion-judge/lexical",
                    help="judge model route (default: the simulated judge; any litellm route given a key)")
     p.add_argument("--judges", help="comma-separated subset, e.g. agreement,relaxation")
     p.add_argument("--limit", type=int, help="judge at most this many items (a trial)")
     p.set_defaults(func=_cmd_judge)
-    p = sub.add_parser("report", help="execute the analysis notebook on a run set and write offline HTML")
+    p = _subparser(sub, "report", help="execute the analysis notebook on a run set and write offline HTML")
     p.add_argument("dir", help="run directory (or batch directory)")
     p.add_argument("--compare", help="a second run set of the same design to compare with")
     p.add_argument("--out", help="HTML file (default: DIR/report.html)")
     p.add_argument("--timeout", type=int, default=900, help="execution timeout per notebook cell, seconds")
+    p.add_argument("--figures", metavar="OUT",
+                   help="also write every figure the report shows into this folder (SVG, PDF and PNG)")
     p.set_defaults(func=_cmd_report)
-    p = sub.add_parser("batch", help="run study.ipynb per cell through papermill, then the report")
+    p = _subparser(sub, "batch", help="run study.ipynb per cell through papermill, then the report")
     p.add_argument("params")
     p.add_argument("--out", required=True)
     p.add_argument("--parallel", type=int, default=2, help="cells run at once")
@@ -497,37 +680,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
     _unsafe_flag(p)
     p.set_defaults(func=_cmd_batch)
-    p = sub.add_parser("lock", help="preregistration: hash locks of designs and data, in a chain")
+    p = _subparser(sub, "lock", help="preregistration: hash locks of designs and data, in a chain")
     lsub = p.add_subparsers(dest="lock_command", required=True)
-    q = lsub.add_parser("create", help="lock a study: params, templates, rules, models, analysis, metric code")
+    q = _subparser(lsub, "create", "lock", help="lock a study: params, templates, rules, models, analysis, metric code")
     q.add_argument("name")
     q.add_argument("params")
     q.add_argument("--locks", default="locks")
-    q = lsub.add_parser("data", help="lock the finished records of a run directory")
+    q = _subparser(lsub, "data", "lock", help="lock the finished records of a run directory")
     q.add_argument("name")
     q.add_argument("run_dir")
     q.add_argument("--locks", default="locks")
-    q = lsub.add_parser("verify", help="check the chain and every hashed file; print what changed")
+    q = _subparser(lsub, "verify", "lock", help="check the chain and every hashed file; print what changed")
     q.add_argument("--locks", default="locks")
     p.set_defaults(func=_cmd_lock)
-    p = sub.add_parser("setup", help="install the Jupyter kernel spec and the offline widget renderer")
+    p = _subparser(sub, "setup", help="install the Jupyter kernel spec and the offline widget renderer")
     p.set_defaults(func=_cmd_setup)
-    p = sub.add_parser("models", help="local open-weight models: list, fetch")
+    p = _subparser(sub, "models", help="local open-weight models: list, fetch")
     msub = p.add_subparsers(dest="models_command", required=True)
-    q = msub.add_parser("list", help="what is catalogued and what is installed")
+    q = _subparser(msub, "list", "models", help="what is catalogued and what is installed")
     q.add_argument("--cache", help="model cache folder (default: $WORKBENCH_MODEL_CACHE or ~/.cache/...)")
-    q = msub.add_parser("fetch", help="download, join and verify a catalogued model")
+    q = _subparser(msub, "fetch", "models", help="download, join and verify a catalogued model")
     q.add_argument("name")
     q.add_argument("--cache")
     q.add_argument("--force", action="store_true", help="fetch again even if installed")
     p.set_defaults(func=_cmd_models)
-    p = sub.add_parser("profiles", help="list the simulated profiles")
+    p = _subparser(sub, "profiles", help="list the simulated profiles")
     p.set_defaults(func=_cmd_profiles)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging(args.verbose or 0, args.quiet)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `workbench replay DIR | head`: the reader left; not an error of ours
