@@ -54,10 +54,10 @@ def _bundle_js(script: str) -> str:
 
 def pack_plotly(html: str) -> str:
     """Replace the inlined bundle by its compressed form and the loader, and make
-    every figure script wait for it. A page with figures but no bundle is refused:
-    it would show no chart, silently."""
+    every figure script wait for it (a page already packed is returned as it is).
+    A page with figures but no bundle is refused: it would show no chart, silently."""
     bundles = list(_BUNDLE.finditer(html))
-    figures = sum(1 for m in _SCRIPT.finditer(html) if "Plotly.newPlot" in m.group(2))
+    figures = sum(1 for m in _SCRIPT.finditer(html) if "Plotly.newPlot" in m.group(2) and READY not in m.group(2))
     if not bundles:
         if figures:
             raise PlotlyBundleError(f"{figures} figure(s) but no inlined plotly.js: the notebook must call "
