@@ -72,12 +72,12 @@ def kernel_lines_to_show(text: str, *, ok: bool, verbose: bool) -> list[str]:
     return [ln for ln in lines if not KERNEL_NOISE.search(ln)]
 
 
-def _pass_on(stream: IO[bytes], name: str, *, ok: bool) -> None:
+def _pass_on(stream: IO[bytes], label: str, *, ok: bool) -> None:
     stream.seek(0)
     text = stream.read().decode("utf-8", errors="replace")
     lines = kernel_lines_to_show(text, ok=ok, verbose=log.isEnabledFor(logging.INFO))
     if lines:
-        print(f"-- the kernel of {name}.ipynb wrote:", file=sys.stderr)
+        print(f"-- the kernel running {label} wrote:", file=sys.stderr)
         print("\n".join(lines), file=sys.stderr, flush=True)
 
 
@@ -111,6 +111,6 @@ def execute(name: str, output: str | Path, parameters: dict[str, Any], *,
             raise NotebookError(f"{name}.ipynb failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                                 f"(executed notebook kept at {output})") from None
         finally:
-            _pass_on(kernel_output, name, ok=ok)
+            _pass_on(kernel_output, output.name, ok=ok)
     log.info("executed %s.ipynb", name)
     return output
