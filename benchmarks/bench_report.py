@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import ARGS, require_browser  # noqa: E402
+from tests.browser import ARGS, refuse_network, require_browser  # noqa: E402
 from workbench.params import load_study  # noqa: E402
 from workbench.publish.report import make_report  # noqa: E402
 from workbench.study import run_study  # noqa: E402
@@ -35,8 +35,7 @@ def first_paints(path: Path, loads: int = 5) -> list[float]:
         for _ in range(loads):
             browser = p.chromium.launch(executable_path=require_browser(), args=ARGS)
             page = browser.new_page(viewport={"width": 1300, "height": 900})
-            page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:", "blob:"))
-                       else r.abort())
+            refuse_network(page, [])
             page.goto(path.resolve().as_uri())
             page.wait_for_function("performance.getEntriesByName('first-contentful-paint').length > 0")
             out.append(page.evaluate("performance.getEntriesByName('first-contentful-paint')[0].startTime"))

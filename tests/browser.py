@@ -20,12 +20,9 @@ def require_browser() -> str:
     return CHROMIUM
 
 
-@contextmanager
-def open_offline(path: Path, width: int = 1300, height: int = 900) -> Iterator[tuple[object, list[str]]]:
-    from playwright.sync_api import sync_playwright
-
-    left: list[str] = []
-
+def refuse_network(page: object, left: list[str]) -> None:
+    """Let the page load only from the file itself (file:, data:, blob: URLs);
+    every other request is refused and its URL appended to ``left``."""
     def guard(route) -> None:  # noqa: ANN001
         url = route.request.url
         if url.startswith(("file:", "data:", "blob:", "about:")):
@@ -34,11 +31,19 @@ def open_offline(path: Path, width: int = 1300, height: int = 900) -> Iterator[t
             left.append(url)
             route.abort()
 
+    page.route("**/*", guard)  # type: ignore[attr-defined]
+
+
+@contextmanager
+def open_offline(path: Path, width: int = 1300, height: int = 900) -> Iterator[tuple[object, list[str]]]:
+    from playwright.sync_api import sync_playwright
+
+    left: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=require_browser(), args=ARGS)
         try:
             page = browser.new_page(viewport={"width": width, "height": height})
-            page.route("**/*", guard)
+            refuse_network(page, left)
             page.goto(Path(path).resolve().as_uri())
             page.wait_for_timeout(2500)
             yield page, left

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import ARGS, require_browser
+from tests.browser import ARGS, refuse_network, require_browser
 from tests.conftest import ROOT
 from workbench.params import load_study
 from workbench.publish.report import make_report
@@ -43,17 +43,9 @@ def reports(tmp_path_factory) -> dict[str, Path]:
 
 
 def _page(p, path: Path, left: list[str]):  # noqa: ANN001, ANN202 - playwright objects
-    def guard(route) -> None:  # noqa: ANN001
-        url = route.request.url
-        if url.startswith(("file:", "data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            left.append(url)
-            route.abort()
-
     browser = p.chromium.launch(executable_path=require_browser(), args=ARGS)
     page = browser.new_page(viewport={"width": 1300, "height": 900})
-    page.route("**/*", guard)
+    refuse_network(page, left)
     page.goto(path.resolve().as_uri())
     return browser, page
 
