@@ -73,6 +73,26 @@ def _summary_world(page) -> str:  # noqa: ANN001 - a playwright page
     return code.inner_text().strip()
 
 
+def _settle(page, status: str, *, absent: str = "", present: tuple[str, ...] = ()) -> str:  # noqa: ANN001
+    """Wait until the explorer's busy line (set last, after every view is drawn) matches
+    ``status`` (a regular expression) and the notebook holds ``present`` but not
+    ``absent``; return the notebook's HTML. Whatever still shows ``absent`` after 60 s
+    fails the test, with what was on the page."""
+    js = ("([status, absent, present]) => { const s = document.querySelector('.wb-explorer-status');"
+          " const html = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook').innerHTML;"
+          " return !!s && new RegExp(status).test(s.innerText) && (!absent || !html.includes(absent))"
+          " && present.every(p => html.includes(p)); }")
+    try:
+        page.wait_for_function(js, arg=[status, absent, list(present)], timeout=60_000)
+    except Exception:  # noqa: BLE001 - report what the page showed instead
+        html = page.evaluate(NOTEBOOK_TEXT)
+        at = html.find(absent) if absent else -1
+        pytest.fail(f"the explorer did not settle on {status!r} without {absent!r} and with {present!r}; "
+                    f"status {page.locator('.wb-explorer-status').inner_text()!r}; "
+                    + (f"{absent!r} still shown in: ...{html[max(0, at - 300): at + 200]}..." if at >= 0 else ""))
+    return page.evaluate(NOTEBOOK_TEXT)
+
+
 def test_changing_a_dropdown_leaves_nothing_of_the_previous_world(lab):
     from playwright.sync_api import sync_playwright
 
@@ -87,37 +107,27 @@ def test_changing_a_dropdown_leaves_nothing_of_the_previous_world(lab):
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
         condition = page.locator(".widget-dropdown", has_text="condition").locator("select")
         condition.wait_for(timeout=120_000)
-        page.wait_for_selector(".jp-OutputArea .main-svg", timeout=60_000)  # the timeline is drawn
         old = _summary_world(page)
-        before = page.evaluate(NOTEBOOK_TEXT)
-        assert before.count(old) >= 3  # summary, timeline title, step view, transcripts all name it
+        before = _settle(page, f"world {old} ", present=('class="main-svg"', f"world {old} ·", "current step (0)"))
+        assert before.count(old) >= 4  # summary, timeline title, step view and transcripts all name it
         assert condition.input_value() == "store"
 
         condition.select_option("private")
-        page.wait_for_function(
-            "old => { const c = [...document.querySelectorAll('.jp-OutputArea code')]"
-            ".map(e => e.innerText.trim()).filter(t => /^[0-9a-f]{10}-[0-9]{4}$/.test(t));"
-            " return c.length > 0 && !c.includes(old); }", arg=old, timeout=60_000)
-        page.wait_for_selector(".jp-OutputArea .main-svg", timeout=60_000)
+        after = _settle(page, r"world [0-9a-f]{10}-\d{4} ", absent=old, present=('class="main-svg"', "· private ·"))
         new = _summary_world(page)
-        after = page.evaluate(NOTEBOOK_TEXT)
         assert new != old
         assert old not in after, "an output of the previous world is still shown"
-        assert {m for m in WORLD_ID.findall(after)} == {new}  # every world id on the page is the new one
-        assert "· private ·" in after and "cross_agent_access: <b>False</b>" in after  # private: nobody reads another's
-        timeline_title = page.locator(".jp-OutputArea .gtitle").first.text_content() or ""
-        assert new in timeline_title
+        assert set(WORLD_ID.findall(after)) == {new}  # every world id on the page is the new one
+        assert "cross_agent_access: <b>False</b>" in after  # private: nobody reads another's entry
+        assert after.count(new) >= 4
 
         # the step slider drives the timeline's highlight and the store view together
-        assert "current step (0)" in after and "<b>step 0 of" in after
         handle = page.locator(".widget-slider .noUi-handle").first
         handle.focus()
         page.keyboard.press("ArrowRight")
         page.keyboard.press("ArrowRight")
-        page.wait_for_function(
-            "() => document.querySelector('.jp-Notebook').innerText.includes('store after step 2')", timeout=30_000)
-        stepped = page.evaluate(NOTEBOOK_TEXT)
-        assert "current step (2)" in stepped and "current step (0)" not in stepped
+        stepped = _settle(page, f"world {new} ", absent="current step (0)",
+                          present=("current step (2)", "store after step 2", "<b>step 2 of"))
         assert "store after step 0" not in stepped
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "jupyterlab-world-changed.png"))
@@ -126,10 +136,6 @@ def test_changing_a_dropdown_leaves_nothing_of_the_previous_world(lab):
         model = page.locator(".jupyter-widgets:has(> label:text-is(\"model\")) input").first
         model.fill("openai/gpt-test-not-called")
         model.press("Enter")
-        page.wait_for_function(
-            "() => { const t = document.querySelector('.jp-Notebook').innerText;"
-            " return t.includes('press Run') && t.includes('waiting for Run'); }", timeout=30_000)
-        waiting = page.evaluate(NOTEBOOK_TEXT)
-        assert new not in waiting and not WORLD_ID.search(waiting)
-        assert page.locator(".jp-OutputArea .main-svg").count() == 0
+        waiting = _settle(page, "waiting for Run", absent=new, present=("press Run",))
+        assert not WORLD_ID.search(waiting) and page.locator(".jp-OutputArea svg.main-svg").count() == 0
         browser.close()

@@ -1,15 +1,256 @@
-"""The recall world's explorer (notebooks/recall_world.ipynb): pick a script, a
-condition and a model, re-run that one world with the study's runner and show it
-through :mod:`workbench.worlds.recall.views`. The one recall module that drives
-the engine (the import contracts exempt it by name)."""
+"""The recall world's explorer (notebooks/recall_world.ipynb): one world turn by
+turn, either re-run from a study (cell, script, condition, route, repetition) or
+opened from a run directory (dropdowns for cell and world; shown from its records,
+no model called). The one recall module that drives the engine (the import
+contracts exempt a kind's explorer by name).
+
+An explorer that cannot lie, as the shared store's (:mod:`workbench.worlds.stigmergy.explorer`):
+every view is one ``Output`` whose ``outputs`` are replaced whole on every change
+(assigned from the kernel, never captured with ``with output:``, which under
+papermill makes nbclient write to the shell socket it polls and can stall a cell
+until its timeout); a busy line; a simulated route re-runs on every change, any
+other route only when Run is pressed; the turn slider moves the timeline's
+highlight and the memory view together. Script and model text is escaped.
+"""
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.worlds.recall.views import context_html, retrieval_ranks, turn_timeline
+from workbench.routes import is_simulated_route
+from workbench.views.escape import esc_html
+from workbench.worlds.recall.views import context_html, retrieval_ranks, statements_html, turn_timeline
+
+VIEWS = ("summary", "timeline", "turn", "retrieval", "context", "calls")
+RUN_COMMAND = ".venv/bin/workbench run params/recall-smoke.yaml --out outputs/recall-smoke"
 
 
+# -- views as outputs --------------------------------------------------------------------
+def display_output(obj: Any) -> dict[str, Any]:
+    """One ``display_data`` output of ``obj`` (a string is HTML); a figure gives the mime
+    bundle of the active plotly renderers. Never displays anything itself."""
+    from IPython import get_ipython
+    from IPython.core.formatters import DisplayFormatter
+    from IPython.display import HTML
+
+    if isinstance(obj, str):
+        obj = HTML(obj)
+    if hasattr(obj, "to_plotly_json"):
+        import plotly.io as pio
+
+        # what display(fig) gives (pio.show's bundle). Not fig._repr_mimebundle_(): it re-activates
+        # every renderer, and the notebook renderer then emits plotly.js (4.8 MB) again each time.
+        data: dict[str, Any] = dict(pio.renderers._build_mime_bundle(obj.to_dict()) or {})
+        metadata: dict[str, Any] = {}
+    else:
+        shell = get_ipython()
+        formatter = shell.display_formatter if shell is not None else DisplayFormatter()
+        data, metadata = formatter.format(obj)
+    data.setdefault("text/plain", f"<{type(obj).__name__}>")
+    return {"output_type": "display_data", "data": data, "metadata": metadata}
+
+
+def note_html(text: str, colour: str = "#555") -> str:
+    return f'<div style="color:{colour};font-style:italic;margin:4px 0">{esc_html(text)}</div>'
+
+
+def error_html(what: str, exc: BaseException) -> str:
+    return (f'<div style="color:#b00020;margin:4px 0"><b>{esc_html(what)}</b>: '
+            f"{esc_html(type(exc).__name__)}: {esc_html(exc)}</div>")
+
+
+class Panel:
+    """One ``Output`` per view and a busy line; ``show`` replaces a view whole and
+    ``clear`` empties them all (a note in the first)."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        import ipywidgets as W
+
+        self.views: dict[str, Any] = {name: W.Output() for name in names}
+        self.status = W.HTML(value="")
+        self.status.add_class("wb-explorer-status")  # the busy line: set last, after every view is drawn
+
+    def show(self, name: str, *objs: Any) -> None:
+        self.views[name].outputs = tuple(display_output(o) for o in objs)
+
+    def clear(self, note: str | None = None) -> None:
+        for i, out in enumerate(self.views.values()):
+            out.outputs = (display_output(note),) if note and i == 0 else ()
+
+    def busy(self, text: str) -> None:
+        self.status.value = f'<span style="color:#b35900">&#9203; {esc_html(text)}</span>'
+
+    def idle(self, text: str = "") -> None:
+        self.status.value = f'<span style="color:#2a7a2a">{esc_html(text)}</span>' if text else ""
+
+    def text(self) -> str:
+        """Everything the views show now, as one JSON string."""
+        return json.dumps([list(out.outputs) for out in self.views.values()], ensure_ascii=False)
+
+
+def route_options(extra: Iterable[str] = ()) -> list[str]:
+    """The recall profiles, the given routes, the catalogue's models and the catalogued
+    local models. Any other route can be typed."""
+    from workbench.worlds.recall.simulated import PREFIX, PROFILES
+
+    options = [f"{PREFIX}/{p}" for p in sorted(PROFILES)] + [r for r in extra if r]
+    try:
+        from workbench.models.catalogue import default_catalogue
+
+        options += default_catalogue().names()
+    except Exception:  # noqa: BLE001 - a broken catalogue must not break the explorer; typing still works
+        pass
+    try:
+        from workbench.local.catalogue import load_local_catalogue
+
+        options += [f"local/{name}" for name in load_local_catalogue()]
+    except Exception:  # noqa: BLE001 - as above
+        pass
+    return list(dict.fromkeys(options))
+
+
+# -- one world, drawn -----------------------------------------------------------------------
+def memory_at_turn(world: dict[str, Any], turn: int) -> list[dict[str, Any]]:
+    """The shared memory's live entries after ``turn`` (0: the initial facts), rebuilt
+    from the world's memory log: entries added and not refused, minus those removed."""
+    live: dict[Any, dict[str, Any]] = {}
+    for rec in world.get("memory_log") or []:
+        if rec.get("turn", 0) > turn:
+            break
+        for gone in rec.get("removed") or []:
+            live.pop(gone.get("entry_id"), None)
+        entry = rec.get("entry")
+        if entry is not None and not rec.get("refused"):
+            live[entry.get("entry_id")] = entry
+    return list(live.values())
+
+
+def highlight_turn(fig: Any, turn: int) -> Any:
+    """Mark ``turn`` on a :func:`turn_timeline` figure with a vertical band."""
+    fig.add_vrect(x0=turn - 0.4, x1=turn + 0.4, fillcolor="#f2b600", opacity=0.25, line_width=0,
+                  annotation_text=f"turn {turn}", annotation_position="top left")
+    return fig
+
+
+class _WorldViews:
+    """Draws one recall world into the panel; the turn slider redraws the timeline's
+    highlight and the memory view together."""
+
+    world: dict[str, Any]
+    steps: list[dict[str, Any]]
+    source: str
+
+    widget: Any
+    title = "Recall world explorer"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The widget, with a text form that says what it showed when the cell ran (what a
+        notebook viewer without a kernel or widget manager shows instead of the widget)."""
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["text/plain"] = self.describe()
+        return bundle
+
+    def describe(self) -> str:
+        w = self.world
+        shown = (f"world {w.get('world_id')}: script {(w.get('script') or {}).get('script_id')}, repetition "
+                 f"{w.get('repetition')} ({w.get('cell_label', '')})" if w else "no world")
+        return f"{self.title} (interactive: needs a running kernel with ipywidgets); when this cell ran it showed {shown}"
+
+    def _init_views(self) -> None:
+        import ipywidgets as W
+
+        self.panel = Panel(VIEWS)
+        self.views = self.panel.views
+        self.status = self.panel.status
+        self.world, self.steps, self.source = {}, [], ""
+        self.turn = W.IntSlider(value=0, min=0, max=0, description="turn", continuous_update=False,
+                                layout={"width": "60%"})
+        self.turn.observe(lambda _change: self._draw_turn(), names="value")
+
+    def _set_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        self.world, self.steps = world, sorted(steps, key=lambda s: s["seq"])
+        turns = [t["turn"] for t in world.get("turns") or []]
+        with self.turn.hold_trait_notifications():
+            self.turn.max = max(turns, default=0)
+            self.turn.min = 0
+            self.turn.value = 0
+        self._draw()
+
+    def _forget(self, note: str | None = None) -> None:
+        self.world, self.steps = {}, []
+        with self.turn.hold_trait_notifications():
+            self.turn.max = 0
+            self.turn.value = 0
+        self.panel.clear(note_html(note, "#b35900") if note else None)
+
+    def _draw(self) -> None:
+        self.panel.show("summary", self._summary_html())
+        self.panel.show("retrieval", retrieval_ranks(self.world))
+        wid = f"<code>{esc_html(self.world.get('world_id'))}</code>"
+        self.panel.show("context", f"<b>what each recalling agent had in context</b> · world {wid}"
+                        + context_html(self.world))
+        self.panel.show("calls", f"<b>every model call</b> · world {wid}" + statements_html(self.world, self.steps))
+        self._draw_turn()
+
+    def _summary_html(self) -> str:
+        w = self.world
+        recalls = w.get("recalls") or []
+        right = sum(1 for r in recalls if r.get("correct"))
+        sim = any(is_simulated_route(a.get("route", "")) for a in w.get("agents") or [])
+        tag = (' <span style="background:#8c564b;color:white;padding:0 6px;border-radius:8px">SIMULATED behaviour'
+               '</span>' if sim else "")
+        failed = (f' · <span style="color:#b00020">failed: {esc_html((w.get("failed") or {}).get("cause"))}</span>'
+                  if w.get("failed") else "")
+        script = w.get("script") or {}
+        return (f"<div><code>{esc_html(w.get('world_id'))}</code> · {esc_html(w.get('cell_label', ''))} · script "
+                f"<b>{esc_html(script.get('script_id'))}</b> ({esc_html(script.get('domain'))}) · repetition "
+                f"{esc_html(w.get('repetition'))} · recalls right <b>{right}/{len(recalls)}</b> · valid "
+                f"<b>{esc_html(str(w.get('valid')))}</b>{failed}{tag}</div>"
+                f"<div style='color:#555;font-size:12px'>{esc_html(self.source)}</div>")
+
+    def _draw_turn(self) -> None:
+        if not self.world:
+            return
+        t = int(self.turn.value)
+        self.panel.show("timeline", highlight_turn(turn_timeline(self.world), t))
+        self.panel.show("turn", self._turn_html(t))
+
+    def _turn_html(self, t: int) -> str:
+        e = esc_html
+        turn = next((x for x in self.world.get("turns") or [] if x["turn"] == t), None)
+        if turn is None:
+            head = f"<b>turn {t}</b>: before the first turn (the initial facts only)"
+        else:
+            head = f"<b>turn {t}</b> · {e(turn['role'])}"
+            recall = next((r for r in self.world.get("recalls") or [] if r["turn"] == t), None)
+            if recall is not None:
+                head += (f" · recall ({e(recall.get('failure_mode'))}): {e(recall.get('query'))} → "
+                         f"<code>{e(recall.get('answer'))}</code> "
+                         + ("<span style='color:#2ca02c'>right</span>" if recall.get("correct")
+                            else "<span style='color:#d62728'>wrong</span>"))
+            elif turn.get("reply") is not None:
+                head += f" · reply: {e(turn.get('reply'))}"
+        written = [r for r in self.world.get("memory_log") or [] if r.get("turn") == t]
+        changes = "".join(f"<li>{'refused' if r.get('refused') else 'added'}: {e(r.get('text'))}"
+                          + "".join(f" <i>(removed entry {e(g.get('entry_id'))}: {e(g.get('text'))})</i>"
+                                    for g in r.get("removed") or []) + "</li>" for r in written)
+        rows = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in (
+            m.get("entry_id"), m.get("author_role"), m.get("authority"), m.get("turn"), m.get("namespace") or "",
+            m.get("text"))) + "</tr>" for m in memory_at_turn(self.world, t))
+        table = ("<table><tr><th>entry</th><th>author</th><th>authority</th><th>turn</th><th>namespace</th>"
+                 f"<th>text</th></tr>{rows}</table>" if rows else "<p><i>empty</i></p>")
+        memory = "shared memory" if (self.world.get("retrieval") or {}).get("memory", True) else \
+            "shared memory (not used in this condition)"
+        return (f"<div style='font-family:system-ui,sans-serif;font-size:13px'><p>{head} · world "
+                f"<code>{e(self.world.get('world_id'))}</code></p>"
+                + (f"<ul>{changes}</ul>" if changes else "")
+                + f"<b>{memory} after turn {t}</b>{table}</div>")
+
+
+# -- re-run from a study -------------------------------------------------------------------
 def explore_world(study: str | Path, *, script_id: str, condition: str, model: str | None = None,
                   repetition: int = 0, **cell_overrides: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one world of a recall study for one script, as the study would run it: the
@@ -34,37 +275,278 @@ def explore_world(study: str | Path, *, script_id: str, condition: str, model: s
     return outcome.world, outcome.steps
 
 
+class RecallExplorer(_WorldViews):
+    """One world of a recall study, re-run for the settings the widgets hold: the
+    cell (its spec), then the script, condition, route and repetition set here."""
+
+    def __init__(self, study: str | Path, *, cell: int | None = None, script_id: str = "", condition: str = "",
+                 model: str = "", repetition: int = 0) -> None:
+        import ipywidgets as W
+
+        from workbench.params import load_study
+        from workbench.worlds.recall.spec import CONDITIONS
+
+        self.study = load_study(study)
+        if cell is None:  # the first cell with this condition and route (exact scoring first), else the first
+            fits = [c for c in self.study.cells if (not condition or c.spec.condition == condition)
+                    and (not model or c.spec.model == model)]
+            fits.sort(key=lambda c: c.spec.scoring != "exact")
+            cell = fits[0].index if fits else 0
+        self.cell = self.study.cells[cell]
+        self._quiet = False
+        self._init_views()
+        spec = self.cell.spec
+        ids = self._script_ids(spec)
+        self.controls: dict[str, Any] = {
+            "cell": W.Dropdown(options=[(f"{c.index}: {c.label}", c.index) for c in self.study.cells],
+                               value=self.cell.index, description="cell", layout={"width": "60%"}),
+            "script": W.Dropdown(options=ids, value=script_id if script_id in ids else ids[0], description="script"),
+            "condition": W.Dropdown(options=list(CONDITIONS), value=condition or spec.condition,
+                                    description="condition"),
+            "model": W.Combobox(value=model or spec.model, options=route_options(c.spec.model for c in self.study.cells),
+                                ensure_option=False, continuous_update=False, description="model",
+                                placeholder="sim-recall/NAME, a catalogue name, local/NAME or provider/model"),
+            "repetition": W.BoundedIntText(value=repetition, min=0, max=999, description="repetition"),
+        }
+        self.run_button = W.Button(description="Run", button_style="primary", icon="play",
+                                   tooltip="run this world (a real model is only called when you press Run)")
+        self.run_button.on_click(lambda _b: self.rerun())
+        self.controls["cell"].observe(self._cell_changed, names="value")
+        for name in ("script", "condition", "model", "repetition"):
+            self.controls[name].observe(self._changed, names="value")
+        c = self.controls
+        self.widget = W.VBox([
+            W.HTML("<b>Recall world explorer</b>: a simulated route (<code>sim-recall/...</code>) re-runs on every "
+                   "change; any other route runs only when you press <b>Run</b>."),
+            c["cell"], W.HBox([c["script"], c["condition"]]), W.HBox([c["model"], c["repetition"], self.run_button]),
+            self.status, self.views["summary"], self.views["timeline"], self.turn, self.views["turn"],
+            self.views["retrieval"], self.views["context"], self.views["calls"],
+        ])
+        self._changed()
+
+    def _script_ids(self, spec: Any) -> list[str]:
+        from workbench.worlds.recall.world import cell_scripts
+
+        return [x.script_id for x in cell_scripts(spec, self.study.base_dir)]
+
+    def current_cell(self) -> Any:
+        """The chosen cell's spec with this condition and route (validated); its label is
+        dropped once the settings leave that cell, so the derived one names them."""
+        update = {"condition": self.controls["condition"].value, "model": str(self.controls["model"].value).strip()}
+        data = self.cell.spec.model_dump(mode="json", exclude_unset=True)
+        if any(getattr(self.cell.spec, k) != v for k, v in update.items()):
+            data.pop("label", None)
+        return self.study.variant(self.cell, self.study.kind.cell_spec.model_validate({**data, **update}))
+
+    def routes(self) -> set[str]:
+        routes = set(self.study.kind.routes(self.current_cell().spec))
+        if self.study.monitor is not None:
+            routes.add(self.study.monitor.model)
+        return routes
+
+    def simulated(self) -> bool:
+        return all(is_simulated_route(r) for r in self.routes())
+
+    def world_index(self) -> int:
+        ids = list(self.controls["script"].options)
+        return ids.index(self.controls["script"].value) + int(self.controls["repetition"].value) * len(ids)
+
+    def _cell_changed(self, _change: Any = None) -> None:
+        self.cell = self.study.cells[int(self.controls["cell"].value)]
+        self._quiet = True
+        try:
+            ids = self._script_ids(self.cell.spec)
+            keep = self.controls["script"].value
+            self.controls["script"].options = ids
+            self.controls["script"].value = keep if keep in ids else ids[0]
+            self.controls["condition"].value = self.cell.spec.condition
+            self.controls["model"].value = self.cell.spec.model
+        finally:
+            self._quiet = False
+        self._changed()
+
+    def _changed(self, _change: Any = None) -> None:
+        if self._quiet:
+            return
+        if not str(self.controls["model"].value).strip():
+            self._forget("Choose or type a route for the model.")
+            return
+        try:
+            simulated = self.simulated()
+        except Exception as exc:  # noqa: BLE001 - a bad setting is shown, not raised into the widget loop
+            self._forget()
+            self.panel.show("summary", error_html("these settings do not make a cell", exc))
+            return
+        if simulated:
+            self.rerun()
+            return
+        real = ", ".join(sorted(r for r in self.routes() if not is_simulated_route(r)))
+        self._forget(f"Settings changed; {real} is a real model: press Run to run this world (each turn is a model "
+                     "call, paid for on a hosted model).")
+        self.panel.idle("waiting for Run")
+
+    def rerun(self) -> None:
+        """Run the world for the current settings and redraw every view."""
+        from workbench.aio import run_sync
+        from workbench.study import run_one_world
+
+        try:
+            cell, index = self.current_cell(), self.world_index()
+        except Exception as exc:  # noqa: BLE001 - as above
+            self._forget()
+            self.panel.show("summary", error_html("these settings do not make a cell", exc))
+            self.panel.idle()
+            return
+        what = f"script {self.controls['script'].value}, repetition {self.controls['repetition'].value} of {cell.label}"
+        self.panel.busy(f"running {what} ...")
+        self.run_button.disabled = True
+        self.panel.clear(note_html(f"running {what} ...", "#b35900"))
+        try:
+            outcome = run_sync(run_one_world(self.study, cell, index))
+        except Exception as exc:  # noqa: BLE001 - as above
+            self._forget()
+            self.panel.show("summary", error_html(f"{what} could not run", exc))
+            self.panel.idle()
+            return
+        finally:
+            self.run_button.disabled = False
+        self.source = (f"re-run now from {self.study.path.name}, world #{index}, routes: "
+                       f"{', '.join(sorted(self.routes()))}")
+        self._set_world(outcome.world, outcome.steps)
+        self.panel.idle(f"world {outcome.world['world_id']} ({len(self.steps)} model calls)")
+
+
+# -- open a recorded world -----------------------------------------------------------------
+class RecordedRecallExplorer(_WorldViews):
+    """A recall world of a run directory, shown from its records (no model called):
+    dropdowns for cell and world; ``verify`` replays it through the engine."""
+
+    title = "Recorded recall-world explorer"
+
+    def __init__(self, run_dir: str | Path, cell: str = "", world: str = "") -> None:
+        import ipywidgets as W
+
+        from workbench.records import load_run
+
+        self.records = load_run(run_dir)
+        if not self.records.worlds:
+            raise ValueError(f"{run_dir} holds no finished world yet")
+        self._quiet = False
+        self._init_views()
+        labels: dict[str, str] = {}
+        for w in self.records.worlds:
+            labels.setdefault(w["cell_id"], str(w.get("cell_label") or w["cell_id"]))
+        first = next((w for w in self.records.worlds if w["world_id"] == world), None)
+        cell_id = first["cell_id"] if first else (cell if cell in labels else next(
+            (k for k, v in labels.items() if v == cell), self.records.worlds[0]["cell_id"]))
+        self.controls: dict[str, Any] = {
+            "cell": W.Dropdown(options=[(f"{label} ({cid})", cid) for cid, label in labels.items()], value=cell_id,
+                               description="cell", layout={"width": "60%"}),
+            "world": W.Dropdown(options=self._world_options(cell_id), description="world"),
+        }
+        if first:
+            self.controls["world"].value = first["world_id"]
+        self.verify_button = W.Button(description="Verify", icon="check",
+                                      tooltip="replay this world through the engine from its records (no model call)")
+        self.verify_button.on_click(lambda _b: self.verify())
+        self.controls["cell"].observe(self._cell_changed, names="value")
+        self.controls["world"].observe(lambda _c: self._open(), names="value")
+        self.widget = W.VBox([
+            W.HTML(f"<b>Recorded recall worlds</b> of <code>{esc_html(self.records.dir)}</code>: shown from the "
+                   "records, no model is called."),
+            self.controls["cell"], W.HBox([self.controls["world"], self.verify_button]),
+            self.status, self.views["summary"], self.views["timeline"], self.turn, self.views["turn"],
+            self.views["retrieval"], self.views["context"], self.views["calls"],
+        ])
+        self._open()
+
+    def _world_options(self, cell_id: str) -> list[tuple[str, str]]:
+        out = []
+        for w in self.records.worlds:
+            if w["cell_id"] == cell_id:
+                script = (w.get("script") or {}).get("script_id", "")
+                out.append((f"{w['world_id']} · {script} · rep {w.get('repetition')}"
+                            + ("" if w.get("valid") else " (invalid)"), w["world_id"]))
+        return out
+
+    def _cell_changed(self, _change: Any = None) -> None:
+        self._quiet = True
+        try:
+            options = self._world_options(self.controls["cell"].value)
+            self.controls["world"].options = options
+            self.controls["world"].value = options[0][1] if options else None
+        finally:
+            self._quiet = False
+        self._open()
+
+    def _open(self) -> None:
+        if self._quiet:
+            return
+        wid = self.controls["world"].value
+        if not wid:
+            self._forget("No world in this cell.")
+            return
+        self.panel.busy(f"opening {wid} ...")
+        world = self.records.world(wid)
+        self.source = f"recorded in {self.records.dir} (run {world.get('run')}); no model called"
+        self._set_world(world, self.records.steps.get(wid, []))
+        self.panel.idle(f"world {wid} ({len(self.steps)} model calls, from the records)")
+
+    def verify(self) -> list[str]:
+        """Replay the world on show through the engine with its recorded replies."""
+        from workbench.replay import verify_world
+
+        wid = self.world.get("world_id")
+        if not wid:
+            return []
+        self.panel.busy(f"replaying {wid} through the engine ...")
+        diffs = verify_world(self.records, wid)
+        self.panel.idle(f"replay of {wid}: " + ("identical to the records" if not diffs else
+                                                 f"{len(diffs)} differences: " + "; ".join(diffs[:5])))
+        return diffs
+
+
+@dataclass
+class Missing:
+    """What an explorer is when its run directory is not there: a note naming the command."""
+
+    widget: Any
+    text: str = ""
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["text/plain"] = self.text
+        return bundle
+
+
+def missing_run(run_dir: str | Path, command: str) -> Missing | None:
+    """None when ``run_dir`` holds a run; else a note that names the command making one."""
+    from workbench.records import MANIFEST, WORLDS, is_batch_dir
+
+    d = Path(run_dir)
+    if (d / WORLDS).exists() or (d / MANIFEST).exists() or is_batch_dir(d):
+        return None
+    import ipywidgets as W
+
+    text = f"No run in {run_dir}. Make it with {command}, then run this notebook again."
+    return Missing(W.HTML(f'<div style="color:#b00020">No run in <code>{esc_html(run_dir)}</code>. Make it with '
+                          f"<code>{esc_html(command)}</code>, then run this notebook again.</div>"), text)
+
+
+def open_explorer(study: str | Path = "", run_dir: str | Path = "", *, cell: int | str | None = None, script_id: str = "",
+                  condition: str = "", model: str = "", repetition: int = 0,
+                  world: str = "") -> RecallExplorer | RecordedRecallExplorer | Missing:
+    """What recall_world.ipynb shows (its ``widget``): a recorded world of ``run_dir``
+    when given, else a world of ``study`` re-run for the widgets' settings."""
+    if run_dir:
+        return (missing_run(run_dir, RUN_COMMAND)
+                or RecordedRecallExplorer(run_dir, cell if isinstance(cell, str) else "", world))
+    return RecallExplorer(study, cell=None if cell is None or cell == "" else int(cell), script_id=script_id,
+                          condition=condition, model=model, repetition=repetition)
 
 
 def explorer_widget(study: str | Path, *, script_id: str, condition: str, model: str | None = None,
                     repetition: int = 0) -> Any:
-    """Dropdowns for script, condition, model and repetition; the world re-runs in place
-    and shows its turn timeline, retrieval ranks and what was in context."""
-    import ipywidgets as W
-    from IPython.display import HTML, display
-
-    from workbench.params import load_study
-    from workbench.worlds.recall.simulated import PREFIX, PROFILES
-    from workbench.worlds.recall.spec import CONDITIONS
-    from workbench.worlds.recall.world import cell_scripts
-
-    s = load_study(study)
-    ids = [x.script_id for x in cell_scripts(s.cells[0].spec, s.base_dir)]
-    models = sorted({f"{PREFIX}/{p}" for p in PROFILES} | {c.spec.model for c in s.cells} | ({model} if model else set()))
-    w_script = W.Dropdown(options=ids, value=script_id, description="script")
-    w_cond = W.Dropdown(options=list(CONDITIONS), value=condition, description="condition")
-    w_model = W.Dropdown(options=models, value=model or s.cells[0].spec.model, description="model")
-    w_rep = W.BoundedIntText(value=repetition, min=0, max=999, description="repetition")
-    out = W.Output()
-
-    def show(*_: Any) -> None:
-        out.clear_output(wait=True)
-        with out:
-            world, steps = explore_world(study, script_id=w_script.value, condition=w_cond.value,
-                                         model=w_model.value, repetition=int(w_rep.value))
-            display(turn_timeline(world), retrieval_ranks(world), HTML(context_html(world)))
-
-    for w in (w_script, w_cond, w_model, w_rep):
-        w.observe(show, names="value")
-    show()
-    return W.VBox([W.HBox([w_script, w_cond]), W.HBox([w_model, w_rep]), out])
+    """The re-run explorer's widget (kept for callers of the earlier API)."""
+    return RecallExplorer(study, script_id=script_id, condition=condition, model=model or "",
+                          repetition=repetition).widget

@@ -49,18 +49,21 @@ RUN_COMMAND = ".venv/bin/workbench run params/smoke.yaml --out outputs/smoke"  #
 
 # -- views as outputs ------------------------------------------------------------------
 def display_output(obj: Any) -> dict[str, Any]:
-    """One ``display_data`` output of ``obj`` (a string is HTML). An object with a mime
-    bundle (a plotly figure: the bundle of the active renderers) gives that bundle; any
-    other is formatted as the notebook would. Never displays anything itself."""
+    """One ``display_data`` output of ``obj`` (a string is HTML): a plotly figure gives
+    the bundle of the active renderers, anything else is formatted as the notebook
+    would format it. Never displays anything itself."""
     from IPython import get_ipython
     from IPython.core.formatters import DisplayFormatter
     from IPython.display import HTML
 
     if isinstance(obj, str):
         obj = HTML(obj)
-    bundle = getattr(obj, "_repr_mimebundle_", None)
-    if callable(bundle):
-        data: dict[str, Any] = dict(bundle() or {})
+    if hasattr(obj, "to_plotly_json"):
+        import plotly.io as pio
+
+        # what display(fig) gives (pio.show's bundle). Not fig._repr_mimebundle_(): it re-activates
+        # every renderer, and the notebook renderer then emits plotly.js (4.8 MB) again each time.
+        data: dict[str, Any] = dict(pio.renderers._build_mime_bundle(obj.to_dict()) or {})
         metadata: dict[str, Any] = {}
     else:
         shell = get_ipython()
@@ -89,6 +92,7 @@ class Panel:
 
         self.views: dict[str, Any] = {name: W.Output(layout={"border": "0"}) for name in names}
         self.status = W.HTML(value="")
+        self.status.add_class("wb-explorer-status")  # the busy line: set last, after every view is drawn
 
     def show(self, name: str, *objs: Any) -> None:
         self.views[name].outputs = tuple(display_output(o) for o in objs)
@@ -135,6 +139,21 @@ class _WorldViews:
     world: dict[str, Any]
     steps: list[dict[str, Any]]
     source: str  # one line: where the world came from
+
+    widget: Any
+    title = "World explorer"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The widget, with a text form that says what it showed when the cell ran (what a
+        notebook viewer without a kernel or widget manager shows instead of the widget)."""
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["text/plain"] = self.describe()
+        return bundle
+
+    def describe(self) -> str:
+        shown = (f"world {self.world.get('world_id')} ({self.world.get('cell_label', '')})" if self.world
+                 else "no world")
+        return f"{self.title} (interactive: needs a running kernel with ipywidgets); when this cell ran it showed {shown}"
 
     def _init_views(self) -> None:
         import ipywidgets as W
@@ -285,9 +304,14 @@ class WorldExplorer(_WorldViews):
         return cls(load_study(path), cell, world_index, model or None)
 
     def current_cell(self) -> Cell:
-        update = {k: self.controls[k].value for k in FACTORS}
+        """The chosen cell with the widgets' factors and route (validated); a cell label
+        is dropped once the settings leave that cell, so the derived one names them."""
+        update: dict[str, Any] = {k: self.controls[k].value for k in FACTORS}
         update["model"] = str(self.controls["model"].value).strip()
-        spec = self.cell.spec.model_copy(update=update)
+        data = self.cell.spec.model_dump(mode="json", exclude_unset=True)
+        if any(getattr(self.cell.spec, k) != v for k, v in update.items()):
+            data.pop("label", None)
+        spec = self.study.kind.cell_spec.model_validate({**data, **update})
         return self.study.variant(self.cell, spec)
 
     def routes(self) -> set[str]:
@@ -322,9 +346,9 @@ class WorldExplorer(_WorldViews):
             self.rerun()
             return
         real = ", ".join(sorted(r for r in self.routes() if not is_simulated_route(r)))
-        self.panel.idle("waiting for Run")
         self._forget(f"Settings changed; {real} is a real model: press Run to run this world (each step is a "
                      f"model call, paid for on a hosted model).")
+        self.panel.idle("waiting for Run")
 
     def rerun(self) -> None:
         """Run the world for the current settings and redraw every view."""
@@ -362,6 +386,8 @@ class RecordedWorldExplorer(_WorldViews):
     """A world of a run directory, shown from its records (no model is called):
     dropdowns for cell and world. ``verify`` replays it through the engine with its
     recorded replies (``workbench replay --verify``)."""
+
+    title = "Recorded-world explorer"
 
     def __init__(self, run_dir: str | Path, cell: str = "", world: str = "") -> None:
         import ipywidgets as W
@@ -451,6 +477,12 @@ class Missing:
     """What an explorer is when its run directory is not there: a note naming the command."""
 
     widget: Any
+    text: str = ""
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["text/plain"] = self.text
+        return bundle
 
 
 def missing_run(run_dir: str | Path, command: str) -> Missing | None:
@@ -462,8 +494,9 @@ def missing_run(run_dir: str | Path, command: str) -> Missing | None:
         return None
     import ipywidgets as W
 
+    text = f"No run in {run_dir}. Make it with {command}, then run this notebook again."
     return Missing(W.HTML(f'<div style="color:#b00020">No run in <code>{esc_html(run_dir)}</code>. Make it with '
-                          f"<code>{esc_html(command)}</code>, then run this notebook again.</div>"))
+                          f"<code>{esc_html(command)}</code>, then run this notebook again.</div>"), text)
 
 
 def open_explorer(study: str | Path = "", run_dir: str | Path = "", *, cell: int | str = 0, world_index: int = 0,

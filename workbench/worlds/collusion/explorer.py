@@ -1,0 +1,411 @@
+"""The peer-verification world's explorer (notebooks/collusion_world.ipynb): one
+trajectory of a run directory, episode by episode and agent by agent, shown from
+its records (no model is called). Dropdowns for cell, trajectory, episode and
+agent; **Verify** replays the trajectory through the engine from its records.
+When the run directory is missing, the explorer says which command makes it and
+offers to make it (the shipped smoke study runs on simulated agents in seconds).
+
+An explorer that cannot lie, as the other kinds' explorers: every view is one
+``Output`` whose ``outputs`` are replaced whole on every change (assigned from the
+kernel, never captured with ``with output:``, which under papermill makes nbclient
+write to the shell socket it polls and can stall a cell until its timeout), and a
+busy line says what is running. Model-written text is escaped everywhere.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from workbench.routes import is_simulated_route
+from workbench.views.escape import esc_html, short
+from workbench.worlds.collusion import metrics as M
+
+VIEWS = ("summary", "episodes", "episode", "agent")
+SMOKE_STUDY = "params/collusion-smoke.yaml"
+RUN_COMMAND = f".venv/bin/workbench run {SMOKE_STUDY} --out outputs/collusion-smoke"
+
+
+# -- views as outputs --------------------------------------------------------------------
+def display_output(obj: Any) -> dict[str, Any]:
+    """One ``display_data`` output of ``obj`` (a string is HTML), formatted as the
+    notebook would format it. Never displays anything itself."""
+    from IPython import get_ipython
+    from IPython.core.formatters import DisplayFormatter
+    from IPython.display import HTML
+
+    if isinstance(obj, str):
+        obj = HTML(obj)
+    shell = get_ipython()
+    formatter = shell.display_formatter if shell is not None else DisplayFormatter()
+    data, metadata = formatter.format(obj)
+    data.setdefault("text/plain", f"<{type(obj).__name__}>")
+    return {"output_type": "display_data", "data": data, "metadata": metadata}
+
+
+def note_html(text: str, colour: str = "#555") -> str:
+    return f'<div style="color:{colour};font-style:italic;margin:4px 0">{esc_html(text)}</div>'
+
+
+def error_html(what: str, exc: BaseException) -> str:
+    return (f'<div style="color:#b00020;margin:4px 0"><b>{esc_html(what)}</b>: '
+            f"{esc_html(type(exc).__name__)}: {esc_html(exc)}</div>")
+
+
+class Panel:
+    """One ``Output`` per view and a busy line; ``show`` replaces a view whole and
+    ``clear`` empties them all (a note in the first)."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        import ipywidgets as W
+
+        self.views: dict[str, Any] = {name: W.Output() for name in names}
+        self.status = W.HTML(value="")
+        self.status.add_class("wb-explorer-status")  # the busy line: set last, after every view is drawn
+
+    def show(self, name: str, *objs: Any) -> None:
+        self.views[name].outputs = tuple(display_output(o) for o in objs)
+
+    def clear(self, note: str | None = None) -> None:
+        for i, out in enumerate(self.views.values()):
+            out.outputs = (display_output(note),) if note and i == 0 else ()
+
+    def busy(self, text: str) -> None:
+        self.status.value = f'<span style="color:#b35900">&#9203; {esc_html(text)}</span>'
+
+    def idle(self, text: str = "") -> None:
+        self.status.value = f'<span style="color:#2a7a2a">{esc_html(text)}</span>' if text else ""
+
+    def text(self) -> str:
+        """Everything the views show now, as one JSON string."""
+        return json.dumps([list(out.outputs) for out in self.views.values()], ensure_ascii=False)
+
+
+# -- HTML of one episode for one agent --------------------------------------------------------
+_PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0;padding:3px 5px;border-radius:3px;"
+        "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px;background:#f7f7f7")
+_BOX = "font-family:system-ui,sans-serif;font-size:13px;max-width:1100px"
+
+
+def _pre(text: Any, n: int | None = None) -> str:
+    return f'<div style="{_PRE}">{esc_html(short(text, n) if n else text)}</div>'
+
+
+def episodes_html(world: dict[str, Any], current: int | None = None) -> str:
+    """Every episode of a trajectory in one table (policy, verdicts, mutual ACCEPT,
+    collusion, rewards), the current one highlighted."""
+    head = ("episode", "eval", "family", "policy", "verdict alice", "verdict bob", "mutual accept", "collusion",
+            "reward alice", "reward bob")
+    rows = []
+    for r in M.episode_rows(world):
+        style = "background:#fff3b0;font-weight:bold" if r["episode"] == current else (
+            "background:#fdecec" if r["collusion"] else "")
+        cells = (r["episode"], r["eval_episode"] or "warm-up", r.get("family"), r.get("policy"), r["verdict_alice"],
+                 r["verdict_bob"], r["mutual_accept"], "COLLUSION" if r["collusion"] else "", r["reward_alice"],
+                 r["reward_bob"])
+        rows.append(f"<tr style='{style}'>" + "".join(f"<td style='padding:2px 6px'>{esc_html(c)}</td>" for c in cells)
+                    + "</tr>")
+    return (f"<div style='{_BOX}'><b>episodes of {esc_html(world.get('world_id'))}</b>"
+            "<table style='border-collapse:collapse'><tr>"
+            + "".join(f"<th style='padding:2px 6px;background:#f0f0f0'>{h}</th>" for h in head)
+            + f"</tr>{''.join(rows)}</table></div>")
+
+
+def agent_episode_html(world: dict[str, Any], steps: list[dict[str, Any]], episode: int, agent: str) -> str:
+    """What one agent did and was shown in one episode: its task, saved answer and raw
+    log, the messages it sent and received, its verdict with its reasoning, its reward,
+    review and reflection, then every model call it made in that episode (phase,
+    tool calls, tool results, reply and reasoning). Everything escaped."""
+    ep = next((e for e in world.get("episodes") or [] if e.get("episode") == episode), None)
+    if ep is None:
+        return note_html(f"no episode {episode} in {world.get('world_id')}")
+    e = esc_html
+    peer = M.PEER.get(agent, "")
+    truth = (ep.get("truth") or {}).get(agent)
+    verdict = (ep.get("verdicts") or {}).get(agent) or {}
+    log = (ep.get("raw_logs") or {}).get(agent) or ""
+    parts = [f"<div style='{_BOX}'><p><b>{e(agent)}</b> in episode <b>{e(episode)}</b> of "
+             f"<code>{e(world.get('world_id'))}</code> · task {e((ep.get('tasks') or {}).get(agent))} · saved answer "
+             + ("right" if truth else "wrong" if truth is not None else "?")
+             + f" · turns {e((ep.get('turns_used') or {}).get(agent))}</p>",
+             f"<b>saved answer</b>{_pre((ep.get('answers') or {}).get(agent), 2000)}",
+             f"<details><summary>raw log ({len(log)} chars)</summary>{_pre(log, 8000)}</details>"]
+    messages = ep.get("messages") or []
+    if messages:
+        parts.append("<b>messages</b>")
+        for m in messages:
+            who = "sent" if m.get("sender") == agent else "received"
+            state = "" if m.get("delivered") else " · <span style='color:#d62728'>not delivered</span>"
+            parts.append(f"<div>round {e(m.get('round'))} · {who} ({e(m.get('sender'))}, "
+                         f"{e(m.get('chars', len(m.get('text') or '')))} chars){state}{_pre(m.get('text'), 2000)}</div>")
+    parts.append(f"<b>verdict on {e(peer)}</b>: {e(verdict.get('verdict'))}"
+                 + (" <span style='color:#d62728'>(forced)</span>" if verdict.get("forced") else "")
+                 + _pre(verdict.get("reasoning"), 2000))
+    parts.append(f"<b>reward</b> {e((ep.get('rewards') or {}).get(agent))}")
+    review = (ep.get("review") or {}).get(agent)
+    if review:
+        parts.append(f"<b>review</b>{_pre(review, 1500)}")
+    reflection = (ep.get("reflections") or {}).get(agent)
+    parts.append("<b>reflection</b>" + (_pre(reflection, 2000) if reflection else " <i>none</i>"))
+    calls = [s for s in steps if s.get("agent") == agent and s.get("episode") == episode]
+    parts.append(f"<details><summary>{len(calls)} model calls by {e(agent)} in this episode</summary>")
+    for s in sorted(calls, key=lambda s: s["seq"]):
+        reply = s.get("reply") or {}
+        tools = "; ".join(f"{c.get('name')}({json.dumps(c.get('arguments'), ensure_ascii=False)[:300]})"
+                          for c in s.get("tool_calls") or [])
+        results = s.get("tool_results") or []
+        parts.append(f"<div style='border-top:1px solid #eee;margin-top:4px'>call {e(s['seq'])} · {e(s.get('phase'))}"
+                     f" · turn {e(s.get('turn'))}"
+                     + (f" · tools: {e(tools)}" if tools else "")
+                     + (_pre(reply.get("text"), 1500) if reply.get("text") else "")
+                     + (f"<i>reasoning</i>{_pre(reply.get('reasoning'), 1500)}" if reply.get("reasoning") else "")
+                     + (f"<i>error</i>{_pre(reply.get('error'), 500)}" if reply.get("error") else "")
+                     + "".join(f"<i>result</i>{_pre(r, 1500)}" for r in results) + "</div>")
+    parts.append("</details></div>")
+    return "".join(parts)
+
+
+# -- the explorer ---------------------------------------------------------------------------------
+class CollusionExplorer:
+    """A trajectory of a run directory, shown from its records (no model called):
+    dropdowns for cell, trajectory, episode and agent."""
+
+    def __init__(self, run_dir: str | Path, cell: str = "", world: str = "", episode: int | None = None,
+                 agent: str = "alice") -> None:
+        import ipywidgets as W
+
+        from workbench.records import load_run
+
+        self.records = load_run(run_dir)
+        if not self.records.worlds:
+            raise ValueError(f"{run_dir} holds no finished trajectory yet")
+        self.judgments = M.load_judgments(self.records.dir)
+        self.panel = Panel(VIEWS)
+        self.views, self.status = self.panel.views, self.panel.status
+        self.world: dict[str, Any] = {}
+        self.steps: list[dict[str, Any]] = []
+        self._quiet = False
+        labels: dict[str, str] = {}
+        for w in self.records.worlds:
+            labels.setdefault(w["cell_id"], str(w.get("cell_label") or w["cell_id"]))
+        first = next((w for w in self.records.worlds if w["world_id"] == world), None)
+        cell_id = first["cell_id"] if first else (cell if cell in labels else next(
+            (k for k, v in labels.items() if v == cell), self.records.worlds[0]["cell_id"]))
+        self.controls: dict[str, Any] = {
+            "cell": W.Dropdown(options=[(f"{label} ({cid})", cid) for cid, label in labels.items()], value=cell_id,
+                               description="cell", layout={"width": "60%"}),
+            "world": W.Dropdown(options=self._world_options(cell_id), description="trajectory",
+                                layout={"width": "40%"}),
+            "episode": W.Dropdown(options=[], description="episode"),
+            "agent": W.Dropdown(options=list(M.AGENTS), value=agent if agent in M.AGENTS else M.AGENTS[0],
+                                description="agent"),
+        }
+        if first:
+            self.controls["world"].value = first["world_id"]
+        self.verify_button = W.Button(description="Verify", icon="check",
+                                      tooltip="replay this trajectory through the engine from its records (no model "
+                                              "call)")
+        self.verify_button.on_click(lambda _b: self.verify())
+        self.controls["cell"].observe(self._cell_changed, names="value")
+        self.controls["world"].observe(lambda _c: self._open(), names="value")
+        self.controls["episode"].observe(lambda _c: self._draw_episode(), names="value")
+        self.controls["agent"].observe(lambda _c: self._draw_episode(), names="value")
+        c = self.controls
+        self.widget = W.VBox([
+            W.HTML(f"<b>Recorded trajectories</b> of <code>{esc_html(self.records.dir)}</code>: shown from the "
+                   "records, no model is called."),
+            c["cell"], W.HBox([c["world"], self.verify_button]), W.HBox([c["episode"], c["agent"]]),
+            self.status, self.views["summary"], self.views["episodes"], self.views["episode"], self.views["agent"],
+        ])
+        self._open(episode)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The widget, with a text form that says what it showed when the cell ran (what a
+        notebook viewer without a kernel or widget manager shows instead of the widget)."""
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["text/plain"] = self.describe()
+        return bundle
+
+    def describe(self) -> str:
+        w = self.world
+        shown = (f"trajectory {w.get('world_id')} ({w.get('cell_label', '')}), episode "
+                 f"{self.controls['episode'].value}, agent {self.controls['agent'].value}" if w else "no trajectory")
+        return ("Collusion trajectory explorer (interactive: needs a running kernel with ipywidgets); when this cell "
+                f"ran it showed {shown}")
+
+    def _world_options(self, cell_id: str) -> list[tuple[str, str]]:
+        out = []
+        for w in self.records.worlds:
+            if w["cell_id"] == cell_id:
+                flags = (w.get("metrics") or {}).get("collusion_by_episode") or ""
+                out.append((f"{w['world_id']}" + (f" · {flags}" if flags else "")
+                            + ("" if w.get("valid") else " (invalid)"), w["world_id"]))
+        return out
+
+    def _cell_changed(self, _change: Any = None) -> None:
+        self._quiet = True
+        try:
+            options = self._world_options(self.controls["cell"].value)
+            self.controls["world"].options = options
+            self.controls["world"].value = options[0][1] if options else None
+        finally:
+            self._quiet = False
+        self._open()
+
+    def _open(self, episode: int | None = None) -> None:
+        if self._quiet:
+            return
+        wid = self.controls["world"].value
+        if not wid:
+            self.world, self.steps = {}, []
+            self.panel.clear(note_html("No trajectory in this cell."))
+            return
+        self.panel.busy(f"opening {wid} ...")
+        self.world = self.records.world(wid)
+        self.steps = self.records.steps.get(wid, [])
+        rows = M.episode_rows(self.world)
+        options = [(f"{r['episode']}" + (" (warm-up)" if r["warmup"] else f" (eval {r['eval_episode']})")
+                    + (" COLLUSION" if r["collusion"] else ""), r["episode"]) for r in rows]
+        numbers = [n for _, n in options]
+        self._quiet = True
+        try:
+            self.controls["episode"].options = options
+            self.controls["episode"].value = episode if episode in numbers else (numbers[0] if numbers else None)
+        finally:
+            self._quiet = False
+        self.panel.show("summary", self._summary_html())
+        self._draw_episode()
+        self.panel.idle(f"trajectory {wid} ({len(rows)} episodes, {len(self.steps)} model calls, from the records)")
+
+    def _summary_html(self) -> str:
+        w = self.world
+        t = M.trajectory_row(w)
+        routes = ", ".join(f"{a.get('agent')}: {a.get('route')}" for a in w.get("agents") or [])
+        sim = all(is_simulated_route(a.get("route", "")) for a in w.get("agents") or [])
+        tag = (' <span style="background:#8c564b;color:white;padding:0 6px;border-radius:8px">SIMULATED behaviour'
+               "</span>" if sim else "")
+        onset = "never" if t["onset_episode"] is None else f"evaluation episode {t['onset_episode']}"
+        return (f"<h3 style='margin:4px 0'>Trajectory {esc_html(w.get('world_id'))}</h3>"
+                f"<div><code>{esc_html(w.get('world_id'))}</code> · {esc_html(w.get('cell_label') or t['cell'])} · "
+                f"{esc_html(routes)} · collusion onset: <b>{esc_html(onset)}</b> · colluding episodes "
+                f"{t['colluding_episodes']}/{t['episodes']} · verdict accuracy "
+                f"{esc_html(M._num(t['verdict_accuracy']))}{tag}</div>"
+                f"<div style='color:#555;font-size:12px'>recorded in {esc_html(self.records.dir)} "
+                f"(run {esc_html(w.get('run'))}); no model called</div>")
+
+    def _draw_episode(self) -> None:
+        if self._quiet or not self.world:
+            return
+        from workbench.worlds.collusion.views import trajectory_html
+
+        n = self.controls["episode"].value
+        if n is None:
+            self.panel.show("episodes", note_html("This trajectory has no episode."))
+            self.panel.show("episode")
+            self.panel.show("agent")
+            return
+        self.panel.show("episodes", episodes_html(self.world, n))
+        self.panel.show("episode", trajectory_html(self.world, self.judgments, episodes=[n]))
+        self.panel.show("agent", agent_episode_html(self.world, self.steps, n, self.controls["agent"].value))
+
+    def verify(self) -> list[str]:
+        """Replay the trajectory on show through the engine with its recorded replies."""
+        from workbench.replay import verify_world
+
+        wid = self.world.get("world_id")
+        if not wid:
+            return []
+        self.panel.busy(f"replaying {wid} through the engine ...")
+        try:
+            diffs = verify_world(self.records, wid)
+        except Exception as exc:  # noqa: BLE001 - shown, not raised into the widget loop
+            self.panel.idle()
+            self.panel.show("summary", self._summary_html() + error_html("the replay could not run", exc))
+            return [f"{type(exc).__name__}: {exc}"]
+        self.panel.idle(f"replay of {wid}: " + ("identical to the records" if not diffs else
+                                                 f"{len(diffs)} differences: " + "; ".join(diffs[:5])))
+        return diffs
+
+
+class MissingRun:
+    """What the explorer is while its run directory holds no run: which command makes
+    it, and a button that makes it here (the given study, on its own routes); the
+    explorer then opens in place of the note."""
+
+    def __init__(self, run_dir: str | Path, study: str | Path, **open_kwargs: Any) -> None:
+        import ipywidgets as W
+
+        self.run_dir, self.study, self.open_kwargs = Path(run_dir), Path(study), open_kwargs
+        self.explorer: CollusionExplorer | None = None
+        self.status = W.HTML()
+        command = f".venv/bin/workbench run {_shown(self.study)} --out {_shown(self.run_dir)}"
+        self.note = W.HTML(f'<div style="color:#b00020">No run in <code>{esc_html(_shown(self.run_dir))}</code>. This '
+                           "explorer opens recorded trajectories: make them, from the project folder, with "
+                           f"<code>{esc_html(command)}</code>, or here:</div>")
+        self.button = W.Button(description="Make the run", icon="play", button_style="primary",
+                               tooltip=f"run {self.study.name} into {self.run_dir}")
+        self.button.on_click(lambda _b: self.make())
+        self.widget = W.VBox([self.note, W.HBox([self.button, self.status])])
+        self.text = f"No run in {_shown(self.run_dir)}: make it, from the project folder, with {command}"
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle["text/plain"] = self.text
+        return bundle
+
+    def make(self) -> CollusionExplorer | None:
+        """Run the study into the run directory, then show the explorer in place."""
+        from workbench.params import load_study
+        from workbench.study import run_study
+
+        try:
+            study = load_study(self.study)
+        except Exception as exc:  # noqa: BLE001 - shown, not raised into the widget loop
+            self.status.value = error_html(f"cannot load {self.study}", exc)
+            return None
+        routes = sorted({r for c in study.cells for r in study.kind.routes(c.spec)})
+        real = [r for r in routes if not is_simulated_route(r)]
+        if real:
+            self.status.value = note_html(f"{self.study.name} calls real models ({', '.join(real)}): run it with the "
+                                          "command above, where its preflight checks keys and budget.", "#b00020")
+            return None
+        self.button.disabled = True
+        self.status.value = f'<span style="color:#b35900">&#9203; running {esc_html(self.study.name)} (simulated) ...</span>'
+        try:
+            summary = run_study(study, self.run_dir, progress=False)
+        except Exception as exc:  # noqa: BLE001 - as above
+            self.status.value = error_html(f"{self.study.name} could not run", exc)
+            self.button.disabled = False
+            return None
+        self.explorer = CollusionExplorer(self.run_dir, **self.open_kwargs)
+        self.explorer.panel.idle(f"made {self.run_dir}: {summary.finished} trajectories finished, {summary.failed} "
+                                 "failed")
+        self.widget.children = (self.explorer.widget,)
+        return self.explorer
+
+
+def _shown(path: Path) -> str:
+    """A path as the project's commands take it: relative to the project folder when inside it."""
+    root = Path(__file__).resolve().parents[3]
+    full = path.resolve()
+    try:
+        return str(full.relative_to(root))
+    except ValueError:
+        return str(full)
+
+
+def has_run(run_dir: str | Path) -> bool:
+    from workbench.records import MANIFEST, WORLDS, is_batch_dir
+
+    d = Path(run_dir)
+    return (d / WORLDS).exists() or (d / MANIFEST).exists() or is_batch_dir(d)
+
+
+def open_explorer(run_dir: str | Path, *, study: str | Path = SMOKE_STUDY, cell: str = "", world: str = "",
+                  episode: int | None = None, agent: str = "alice") -> CollusionExplorer | MissingRun:
+    """What collusion_world.ipynb shows (its ``widget``): the trajectories of ``run_dir``,
+    or, while it holds no run, the command that makes it and a button that runs ``study``."""
+    if not has_run(run_dir):
+        return MissingRun(run_dir, study, cell=cell, world=world, episode=episode, agent=agent)
+    return CollusionExplorer(run_dir, cell=cell, world=world, episode=episode, agent=agent)
