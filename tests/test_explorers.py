@@ -382,3 +382,27 @@ def test_collusion_a_missing_run_names_the_command_and_can_make_it(tmp_path: Pat
     ex = m.make()
     assert isinstance(ex, CollusionExplorer) and m.widget.children == (ex.widget,)
     assert ex.world["world_id"] == "m0" and "made" in ex.status.value
+
+
+def test_collusion_notebook_without_its_run_says_how_to_make_it(tmp_path: Path) -> None:
+    """After `make demo` there is no collusion run: the notebook must name the command, not fail."""
+    from workbench.publish.notebooks import execute
+
+    executed = execute("collusion_world", tmp_path / "w.ipynb", {"run_dir": str(tmp_path / "missing")}, timeout_s=300)
+    nb = json.loads(executed.read_text(encoding="utf-8"))
+    outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o["output_type"] == "error"]
+    text = json.dumps(outputs)
+    assert "workbench run params/collusion-smoke.yaml --out" in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize("name", ["world", "recall_world", "collusion_world"])
+def test_each_explorer_says_first_which_command_makes_its_run(name: str) -> None:
+    from tests.conftest import ROOT
+
+    nb = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
+    first = nb["cells"][0]
+    assert first["cell_type"] == "markdown"
+    text = "".join(first["source"])
+    assert "The run it needs" in text and "workbench run params/" in text
+    assert all(not c.get("outputs") for c in nb["cells"])  # committed without outputs
