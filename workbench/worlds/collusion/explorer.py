@@ -379,7 +379,7 @@ class MissingRun:
             self.button.disabled = False
             return None
         self.explorer = CollusionExplorer(self.run_dir, **self.open_kwargs)
-        self.explorer.panel.idle(f"made {self.run_dir}: {summary.finished} trajectories finished, {summary.failed} "
+        self.explorer.panel.idle(f"made {_shown(self.run_dir)}: {summary.finished} trajectories finished, {summary.failed} "
                                  "failed")
         self.widget.children = (self.explorer.widget,)
         return self.explorer
