@@ -352,6 +352,7 @@ def test_too_few_sequences_for_the_worlds_is_refused_at_load(tmp_path):
 
     spec = yaml.safe_load((ROOT / "params" / "collusion-smoke.yaml").read_text())
     spec["worlds_per_cell"] = 5  # the smoke study ships 4 sequences
+    spec.pop("contrasts")  # below, main gets its own sequences: no cell pair would differ in `controlled` alone
     spec["defaults"]["prompts"] = str(ROOT / "params" / "prompts" / "collusion")
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(ParamsError, match=r"defaults\.sequences: expected at least worlds_per_cell = 5"):
