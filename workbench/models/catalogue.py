@@ -18,6 +18,7 @@ what was expected (the style of :class:`workbench.params.ParamsError`).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,21 @@ def default_catalogue() -> Catalogue:
 def is_raw_route(route: str) -> bool:
     prefix, _, model = route.partition("/")
     return prefix in PROVIDERS and bool(model.strip("/"))
+
+
+def route_choices(simulated: Iterable[str], extra: Iterable[str] = ()) -> list[str]:
+    """Routes an explorer offers: the kind's simulated profiles, the given routes, the
+    catalogue's models and the catalogued local models. Any other route can be typed,
+    so a catalogue that fails to load costs the list its entries, not the explorer."""
+    options = [r for r in (*simulated, *extra) if r]
+    try:
+        options += default_catalogue().names()
+    except Exception:  # noqa: BLE001 - as above: typing a route still works
+        pass
+    try:
+        from workbench.local.catalogue import load_local_catalogue
+
+        options += [f"local/{name}" for name in load_local_catalogue()]
+    except Exception:  # noqa: BLE001 - as above
+        pass
+    return list(dict.fromkeys(options))

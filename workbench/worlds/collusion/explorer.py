@@ -14,12 +14,12 @@ busy line says what is running. Model-written text is escaped everywhere.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_html, short
+from workbench.views.panel import CellWorldPicker, Panel, ShownAsWidget, error_html, note_html
 from workbench.worlds.collusion import metrics as M
 
 VIEWS = ("summary", "episodes", "episode", "agent")
@@ -28,60 +28,6 @@ RUN_COMMAND = f".venv/bin/workbench run {SMOKE_STUDY} --out outputs/collusion-sm
 
 
 # -- views as outputs --------------------------------------------------------------------
-def display_output(obj: Any) -> dict[str, Any]:
-    """One ``display_data`` output of ``obj`` (a string is HTML), formatted as the
-    notebook would format it. Never displays anything itself."""
-    from IPython import get_ipython
-    from IPython.core.formatters import DisplayFormatter
-    from IPython.display import HTML
-
-    if isinstance(obj, str):
-        obj = HTML(obj)
-    shell = get_ipython()
-    formatter = shell.display_formatter if shell is not None else DisplayFormatter()
-    data, metadata = formatter.format(obj)
-    data.setdefault("text/plain", f"<{type(obj).__name__}>")
-    return {"output_type": "display_data", "data": data, "metadata": metadata}
-
-
-def note_html(text: str, colour: str = "#555") -> str:
-    return f'<div style="color:{colour};font-style:italic;margin:4px 0">{esc_html(text)}</div>'
-
-
-def error_html(what: str, exc: BaseException) -> str:
-    return (f'<div style="color:#b00020;margin:4px 0"><b>{esc_html(what)}</b>: '
-            f"{esc_html(type(exc).__name__)}: {esc_html(exc)}</div>")
-
-
-class Panel:
-    """One ``Output`` per view and a busy line; ``show`` replaces a view whole and
-    ``clear`` empties them all (a note in the first)."""
-
-    def __init__(self, names: Iterable[str]) -> None:
-        import ipywidgets as W
-
-        self.views: dict[str, Any] = {name: W.Output() for name in names}
-        self.status = W.HTML(value="")
-        self.status.add_class("wb-explorer-status")  # the busy line: set last, after every view is drawn
-
-    def show(self, name: str, *objs: Any) -> None:
-        self.views[name].outputs = tuple(display_output(o) for o in objs)
-
-    def clear(self, note: str | None = None) -> None:
-        for i, out in enumerate(self.views.values()):
-            out.outputs = (display_output(note),) if note and i == 0 else ()
-
-    def busy(self, text: str) -> None:
-        self.status.value = f'<span style="color:#b35900">&#9203; {esc_html(text)}</span>'
-
-    def idle(self, text: str = "") -> None:
-        self.status.value = f'<span style="color:#2a7a2a">{esc_html(text)}</span>' if text else ""
-
-    def text(self) -> str:
-        """Everything the views show now, as one JSON string."""
-        return json.dumps([list(out.outputs) for out in self.views.values()], ensure_ascii=False)
-
-
 # -- HTML of one episode for one agent --------------------------------------------------------
 _PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0;padding:3px 5px;border-radius:3px;"
         "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px;background:#f7f7f7")
@@ -167,7 +113,7 @@ def agent_episode_html(world: dict[str, Any], steps: list[dict[str, Any]], episo
 
 
 # -- the explorer ---------------------------------------------------------------------------------
-class CollusionExplorer:
+class CollusionExplorer(CellWorldPicker, ShownAsWidget):
     """A trajectory of a run directory, shown from its records (no model called):
     dropdowns for cell, trajectory, episode and agent."""
 
@@ -186,29 +132,10 @@ class CollusionExplorer:
         self.world: dict[str, Any] = {}
         self.steps: list[dict[str, Any]] = []
         self._quiet = False
-        labels: dict[str, str] = {}
-        for w in self.records.worlds:
-            labels.setdefault(w["cell_id"], str(w.get("cell_label") or w["cell_id"]))
-        first = next((w for w in self.records.worlds if w["world_id"] == world), None)
-        cell_id = first["cell_id"] if first else (cell if cell in labels else next(
-            (k for k, v in labels.items() if v == cell), self.records.worlds[0]["cell_id"]))
-        self.controls: dict[str, Any] = {
-            "cell": W.Dropdown(options=[(f"{label} ({cid})", cid) for cid, label in labels.items()], value=cell_id,
-                               description="cell", layout={"width": "60%"}),
-            "world": W.Dropdown(options=self._world_options(cell_id), description="trajectory",
-                                layout={"width": "40%"}),
-            "episode": W.Dropdown(options=[], description="episode"),
-            "agent": W.Dropdown(options=list(M.AGENTS), value=agent if agent in M.AGENTS else M.AGENTS[0],
-                                description="agent"),
-        }
-        if first:
-            self.controls["world"].value = first["world_id"]
-        self.verify_button = W.Button(description="Verify", icon="check",
-                                      tooltip="replay this trajectory through the engine from its records (no model "
-                                              "call)")
-        self.verify_button.on_click(lambda _b: self.verify())
-        self.controls["cell"].observe(self._cell_changed, names="value")
-        self.controls["world"].observe(lambda _c: self._open(), names="value")
+        self._pick_controls(self.records.worlds, cell, world, world_label="trajectory", what="trajectory")
+        self.controls["episode"] = W.Dropdown(options=[], description="episode")
+        self.controls["agent"] = W.Dropdown(options=list(M.AGENTS), value=agent if agent in M.AGENTS else M.AGENTS[0],
+                                            description="agent")
         self.controls["episode"].observe(lambda _c: self._draw_episode(), names="value")
         self.controls["agent"].observe(lambda _c: self._draw_episode(), names="value")
         c = self.controls
@@ -219,13 +146,6 @@ class CollusionExplorer:
             self.status, self.views["summary"], self.views["episodes"], self.views["episode"], self.views["agent"],
         ])
         self._open(episode)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """The widget, with a text form that says what it showed when the cell ran (what a
-        notebook viewer without a kernel or widget manager shows instead of the widget)."""
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
-        bundle["text/plain"] = self.describe()
-        return bundle
 
     def describe(self) -> str:
         w = self.world
@@ -242,16 +162,6 @@ class CollusionExplorer:
                 out.append((f"{w['world_id']}" + (f" · {flags}" if flags else "")
                             + ("" if w.get("valid") else " (invalid)"), w["world_id"]))
         return out
-
-    def _cell_changed(self, _change: Any = None) -> None:
-        self._quiet = True
-        try:
-            options = self._world_options(self.controls["cell"].value)
-            self.controls["world"].options = options
-            self.controls["world"].value = options[0][1] if options else None
-        finally:
-            self._quiet = False
-        self._open()
 
     def _open(self, episode: int | None = None) -> None:
         if self._quiet:

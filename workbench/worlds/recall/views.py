@@ -4,8 +4,8 @@ ranks of each recall, and what was in each recalling agent's context.
 
 Script and model text is data: every such string is escaped (:mod:`workbench.views.escape`)
 before it reaches plotly or HTML. :class:`RecallReport` is what
-``notebooks/recall_analysis.ipynb`` calls; :func:`explore_world` is what
-``notebooks/recall_world.ipynb`` calls."""
+``notebooks/recall_analysis.ipynb`` calls; ``notebooks/recall_world.ipynb`` calls
+:mod:`workbench.worlds.recall.explorer`, which draws with these views."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -23,15 +23,14 @@ the wake-up and stall the cell until its timeout (nbclient issue 312).
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench.params import Cell, Study, load_study
 from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_html
+from workbench.views.panel import CellWorldPicker, Missing, Panel, ShownAsWidget, error_html, missing_run, note_html
 from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.worlds.stigmergy.spec import CONDITIONS
 
@@ -48,91 +47,15 @@ RUN_COMMAND = ".venv/bin/workbench run params/smoke.yaml --out outputs/smoke"  #
 
 
 # -- views as outputs ------------------------------------------------------------------
-def display_output(obj: Any) -> dict[str, Any]:
-    """One ``display_data`` output of ``obj`` (a string is HTML): a plotly figure gives
-    the bundle of the active renderers, anything else is formatted as the notebook
-    would format it. Never displays anything itself."""
-    from IPython import get_ipython
-    from IPython.core.formatters import DisplayFormatter
-    from IPython.display import HTML
-
-    if isinstance(obj, str):
-        obj = HTML(obj)
-    if hasattr(obj, "to_plotly_json"):
-        import plotly.io as pio
-
-        # what display(fig) gives (pio.show's bundle). Not fig._repr_mimebundle_(): it re-activates
-        # every renderer, and the notebook renderer then emits plotly.js (4.8 MB) again each time.
-        data: dict[str, Any] = dict(pio.renderers._build_mime_bundle(obj.to_dict()) or {})
-        metadata: dict[str, Any] = {}
-    else:
-        shell = get_ipython()
-        formatter = shell.display_formatter if shell is not None else DisplayFormatter()
-        data, metadata = formatter.format(obj)
-    data.setdefault("text/plain", f"<{type(obj).__name__}>")
-    return {"output_type": "display_data", "data": data, "metadata": metadata}
-
-
-def note_html(text: str, colour: str = "#555") -> str:
-    return f'<div style="color:{colour};font-style:italic;margin:4px 0">{esc_html(text)}</div>'
-
-
-def error_html(what: str, exc: BaseException) -> str:
-    return (f'<div style="color:#b00020;margin:4px 0"><b>{esc_html(what)}</b>: '
-            f"{esc_html(type(exc).__name__)}: {esc_html(exc)}</div>")
-
-
-class Panel:
-    """The explorer's views, one ``Output`` each, and a busy line. ``show`` replaces a
-    view's outputs whole; ``clear`` empties every view (optionally leaving a note in
-    the first), so a view never shows anything but the current world."""
-
-    def __init__(self, names: Iterable[str]) -> None:
-        import ipywidgets as W
-
-        self.views: dict[str, Any] = {name: W.Output(layout={"border": "0"}) for name in names}
-        self.status = W.HTML(value="")
-        self.status.add_class("wb-explorer-status")  # the busy line: set last, after every view is drawn
-
-    def show(self, name: str, *objs: Any) -> None:
-        self.views[name].outputs = tuple(display_output(o) for o in objs)
-
-    def clear(self, note: str | None = None) -> None:
-        for i, out in enumerate(self.views.values()):
-            out.outputs = (display_output(note),) if note and i == 0 else ()
-
-    def busy(self, text: str) -> None:
-        self.status.value = f'<span style="color:#b35900">&#9203; {esc_html(text)}</span>'
-
-    def idle(self, text: str = "") -> None:
-        self.status.value = f'<span style="color:#2a7a2a">{esc_html(text)}</span>' if text else ""
-
-    def text(self) -> str:
-        """Everything the views show now, as one JSON string (for tests and checks)."""
-        return json.dumps([list(out.outputs) for out in self.views.values()], ensure_ascii=False)
-
-
 def route_options(extra: Iterable[str] = ()) -> list[str]:
-    """Routes to offer: the simulated profiles, the given ones, the catalogue's models
-    and the catalogued local models. Any other route can be typed."""
-    options = [f"sim/{p}" for p in sorted(PROFILES)] + [r for r in extra if r]
-    try:
-        from workbench.models.catalogue import default_catalogue
+    """The shared-store profiles, the given routes, the catalogue's models and the local ones."""
+    from workbench.models.catalogue import route_choices
 
-        options += default_catalogue().names()
-    except Exception:  # noqa: BLE001 - a broken catalogue must not break the explorer; typing still works
-        pass
-    try:
-        from workbench.local.catalogue import load_local_catalogue
-
-        options += [f"local/{name}" for name in load_local_catalogue()]
-    except Exception:  # noqa: BLE001 - as above
-        pass
-    return list(dict.fromkeys(options))
+    return route_choices([f"sim/{p}" for p in sorted(PROFILES)], extra)
 
 
 # -- one world, drawn -----------------------------------------------------------------
-class _WorldViews:
+class _WorldViews(ShownAsWidget):
     """Draws one world (``self.world``, ``self.steps``) into the panel; the step slider
     redraws the timeline's highlight and the step/store view together."""
 
@@ -142,13 +65,6 @@ class _WorldViews:
 
     widget: Any
     title = "World explorer"
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """The widget, with a text form that says what it showed when the cell ran (what a
-        notebook viewer without a kernel or widget manager shows instead of the widget)."""
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
-        bundle["text/plain"] = self.describe()
-        return bundle
 
     def describe(self) -> str:
         shown = (f"world {self.world.get('world_id')} ({self.world.get('cell_label', '')})" if self.world
@@ -382,7 +298,7 @@ class WorldExplorer(_WorldViews):
 
 
 # -- open a recorded world -----------------------------------------------------------------
-class RecordedWorldExplorer(_WorldViews):
+class RecordedWorldExplorer(_WorldViews, CellWorldPicker):
     """A world of a run directory, shown from its records (no model is called):
     dropdowns for cell and world. ``verify`` replays it through the engine with its
     recorded replies (``workbench replay --verify``)."""
@@ -398,26 +314,7 @@ class RecordedWorldExplorer(_WorldViews):
         self._quiet = False
         self._init_views()
         worlds = self.records.worlds
-        labels: dict[str, str] = {}
-        for w in worlds:
-            labels.setdefault(w["cell_id"], str(w.get("cell_label") or w["cell_id"]))
-        if not worlds:
-            raise ValueError(f"{run_dir} holds no finished world yet")
-        first = next((w for w in worlds if w["world_id"] == world), None)
-        cell_id = first["cell_id"] if first else (cell if cell in labels else
-                                                  next((k for k, v in labels.items() if v == cell), worlds[0]["cell_id"]))
-        self.controls: dict[str, Any] = {
-            "cell": W.Dropdown(options=[(f"{label} ({cid})", cid) for cid, label in labels.items()], value=cell_id,
-                               description="cell", layout={"width": "60%"}),
-            "world": W.Dropdown(options=self._world_options(cell_id), description="world"),
-        }
-        if first:
-            self.controls["world"].value = first["world_id"]
-        self.verify_button = W.Button(description="Verify", icon="check",
-                                      tooltip="replay this world through the engine from its records (no model call)")
-        self.verify_button.on_click(lambda _b: self.verify())
-        self.controls["cell"].observe(self._cell_changed, names="value")
-        self.controls["world"].observe(lambda _c: self._open(), names="value")
+        self._pick_controls(worlds, cell, world)
         self.widget = W.VBox([
             W.HTML(f"<b>Recorded worlds</b> of <code>{esc_html(self.records.dir)}</code>: shown from the records, "
                    "no model is called."),
@@ -434,16 +331,6 @@ class RecordedWorldExplorer(_WorldViews):
     def _world_options(self, cell_id: str) -> list[tuple[str, str]]:
         return [(f"{w['world_id']}" + ("" if w.get("valid") else " (invalid)"), w["world_id"])
                 for w in self.records.worlds if w["cell_id"] == cell_id]
-
-    def _cell_changed(self, _change: Any = None) -> None:
-        self._quiet = True
-        try:
-            options = self._world_options(self.controls["cell"].value)
-            self.controls["world"].options = options
-            self.controls["world"].value = options[0][1] if options else None
-        finally:
-            self._quiet = False
-        self._open()
 
     def _open(self) -> None:
         if self._quiet:
@@ -470,33 +357,6 @@ class RecordedWorldExplorer(_WorldViews):
         self.panel.idle(f"replay of {wid}: " + ("identical to the records" if not diffs else
                                                  f"{len(diffs)} differences: " + "; ".join(diffs[:5])))
         return diffs
-
-
-@dataclass
-class Missing:
-    """What an explorer is when its run directory is not there: a note naming the command."""
-
-    widget: Any
-    text: str = ""
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
-        bundle["text/plain"] = self.text
-        return bundle
-
-
-def missing_run(run_dir: str | Path, command: str) -> Missing | None:
-    """None when ``run_dir`` holds a run; else a note that names the command making one."""
-    from workbench.records import MANIFEST, WORLDS, is_batch_dir
-
-    d = Path(run_dir)
-    if (d / WORLDS).exists() or (d / MANIFEST).exists() or is_batch_dir(d):
-        return None
-    import ipywidgets as W
-
-    text = f"No run in {run_dir}. Make it with {command}, then run this notebook again."
-    return Missing(W.HTML(f'<div style="color:#b00020">No run in <code>{esc_html(run_dir)}</code>. Make it with '
-                          f"<code>{esc_html(command)}</code>, then run this notebook again.</div>"), text)
 
 
 def open_explorer(study: str | Path = "", run_dir: str | Path = "", *, cell: int | str = 0, world_index: int = 0,
