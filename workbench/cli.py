@@ -262,12 +262,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print("refused: a probed route did not answer (above); no world was run", file=sys.stderr)
         return 2
     if not (args.no_summary or args.quiet):
-        from workbench.records import load_run
-
-        records = load_run(args.out)
         ids = {c.cell_id for c in study.cells}
         order = {c.cell_id: i for i, c in enumerate(study.cells)}  # tables in the order of the params file
-        worlds = sorted((w for w in records.worlds if w["cell_id"] in ids),
+        # the run's worlds as it holds them: what was just written is not read again
+        worlds = sorted((w for w in summary.worlds.values() if w["cell_id"] in ids),
                         key=lambda w: (order[w["cell_id"]], w.get("world_index") or 0))
         if worlds:
             simulated = any(is_simulated_route(r) for c in study.cells for r in study.kind.routes(c.spec))

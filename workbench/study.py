@@ -58,6 +58,10 @@ class RunSummary:
     kept: int = 0  # earlier infrastructure failures left as they are (--no-retry-failed)
     causes: dict[tuple[str, str], int] = field(default_factory=dict)  # (class, cause) -> worlds, this run
     probes: list[Any] = field(default_factory=list)  # ProbeResult per route when run with probe=True
+    # the latest record of every world in the run directory (those found at the start and
+    # those this run wrote), so a summary needs no second reading of what was just written
+    worlds: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    syncs: int = 0  # fsync calls the writer made this run
 
     @property
     def probe_failed(self) -> bool:
@@ -232,7 +236,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
 
     summary = RunSummary(out, run, len(todo), sum(1 for wid in ids if wid in done),
                          repaired_bytes={k: v for k, v in writer.repaired.items() if v},
-                         retried=len(entry["retried"]), kept=0 if retry_failed else len(failed_infra & ids))
+                         retried=len(entry["retried"]), kept=0 if retry_failed else len(failed_infra & ids),
+                         worlds=recorded)
     ledger = CallLedger(out / CALLS)
     bar = None
     if progress:
@@ -256,6 +261,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                 summary.cut += 1
                 continue
             writer.append_world(outcome.world, outcome.steps)
+            summary.worlds[outcome.world["world_id"]] = outcome.world
             summary.finished += 1
             if failed:
                 key = (failed["class"], failed["cause"])
@@ -279,6 +285,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         summary.interrupted = True
         raise
     finally:
+        writer.close()  # finished worlds still pending are written and synced, also on Ctrl-C
+        summary.syncs = writer.syncs
         if bar is not None:
             bar.close()
         if "workbench.models.litellm_client" in sys.modules:

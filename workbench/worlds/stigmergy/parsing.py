@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from workbench.records import as_record
 
 ParserRule = Literal["strict", "lenient"]
 PARSER_RULES: tuple[str, ...] = ("strict", "lenient")
@@ -180,5 +182,5 @@ def parse_both(text: str, allowed_ops: tuple[str, ...]) -> dict[str, Any]:
     return {
         "strict": parse_reply(text, "strict", allowed_ops).to_record(),
         "lenient": parse_reply(text, "lenient", allowed_ops).to_record(),
-        "shape": asdict(shape),
+        "shape": as_record(shape),
     }

@@ -5,9 +5,10 @@ tasks. The redraw rules guarantee that one half alone never equals the joint
 answer, so nobody can be right without the other's value."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.records import as_record
 from workbench.seeding import rng_for
 
 ROLES: tuple[str, ...] = ("pair_a", "pair_b", "solo_1", "solo_2")
@@ -34,7 +35,7 @@ class AgentTask:
     own_value: int | None = None  # the intermediate value (pair members)
 
     def to_record(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(as_record(self))
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class WorldTasks:
         return {
             "form": self.form,
             "slots": dict(self.slots),
-            "tasks": {r: t.to_record() for r, t in self.tasks.items()},
+            "tasks": {r: as_record(t) for r, t in self.tasks.items()},
             "joint_answer": self.joint_answer,
             "redraws": self.redraws,
             "params": dict(self.params),

@@ -25,6 +25,7 @@ from string import Template
 from typing import Any
 
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
+from workbench.records import as_record
 from workbench.seeding import derive_seed, rng_for
 from workbench.stores.kv import KVStore
 from workbench.templates import TemplateSet
@@ -188,7 +189,7 @@ class StigmergyWorld:
             "request": {"route": agent.route, "params": dict(request.params), "n_messages": len(msgs),
                         "messages_sha256": hashlib.sha256(json.dumps(msgs, ensure_ascii=False).encode()).hexdigest(),
                         "prompt": msgs[-1]["content"]},
-            "reply": reply.to_record(),
+            "reply": as_record(reply),  # ModelReply.to_record() in C: the hot path of a simulated study
         }
         if reply.failed:
             record.update(parse=None, valid=False, op=None, effect=None, result=None)
@@ -324,7 +325,7 @@ class StigmergyWorld:
         for a in self.agents:
             mine = [s for s in self.steps if s["agent"] == a.slot]
             agents.append({
-                "agent": a.slot, "role": a.role, "route": a.route, "task": a.task.to_record(),
+                "agent": a.slot, "role": a.role, "route": a.route, "task": as_record(a.task),
                 "system_prompt": a.messages[0]["content"], "task_text": a.messages[1]["content"],
                 "steps_used": a.steps, "submission": a.submission,
                 "invalid": {r: sum(1 for s in mine if s["parse"] and not s["parse"][r]["valid"])
