@@ -220,6 +220,8 @@ def _check_contrasts(path: Path, declared: list[ContrastModel], cells: list[Cell
                      ) -> list[dict[str, Any]]:
     """Declared contrasts must name a cell field, levels some cell has, and at least
     one pair of cells that differ in that factor alone."""
+    if not declared:
+        return []  # nothing to check: the design (pandas) is not built
     from workbench.metrics.contrasts import ContrastSpec, matched_pairs
     from workbench.metrics.design import design_of, level_text
 

@@ -9,14 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from statsmodels.stats.contingency_tables import mcnemar as _mcnemar
-from statsmodels.stats.power import NormalIndPower
-from statsmodels.stats.proportion import (
-    confint_proportions_2indep,
-    proportion_confint,
-    proportion_effectsize,
-    samplesize_confint_proportion,
-)
+# statsmodels (with scipy) takes about a second to import: each function imports what it
+# uses, so running a study, which needs no statistics, never loads it.
 
 NAN = float("nan")
 
@@ -25,6 +19,7 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for k successes of n; (nan, nan) when n is 0."""
     if n == 0:
         return (NAN, NAN)
+    from statsmodels.stats.proportion import proportion_confint
     low, high = proportion_confint(int(k), int(n), alpha=1 - level, method="wilson")
     return (float(low), float(high))
 
@@ -33,6 +28,7 @@ def newcombe(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -> tuple[f
     """Difference p1 − p2 with Newcombe's hybrid score interval; nans when a cell is empty."""
     if n1 == 0 or n2 == 0:
         return (NAN, NAN, NAN)
+    from statsmodels.stats.proportion import confint_proportions_2indep
     low, high = confint_proportions_2indep(int(k1), int(n1), int(k2), int(n2), method="newcomb",
                                            compare="diff", alpha=1 - level)
     return (k1 / n1 - k2 / n2, float(low), float(high))
@@ -50,6 +46,7 @@ def mcnemar_paired(a: Sequence[bool], b: Sequence[bool], exact: bool = True) -> 
     if only_a + only_b == 0:
         return {"n": len(a), "both": both, "only_a": 0, "only_b": 0, "neither": neither, "statistic": 0.0,
                 "pvalue": 1.0}
+    from statsmodels.stats.contingency_tables import mcnemar as _mcnemar
     res = _mcnemar([[both, only_a], [only_b, neither]], exact=exact)
     return {"n": len(a), "both": both, "only_a": only_a, "only_b": only_b, "neither": neither,
             "statistic": float(res.statistic), "pvalue": float(res.pvalue)}
@@ -75,6 +72,7 @@ def worlds_for_half_width(p: float, half_width: float, level: float = 0.95) -> i
     if not 0 < half_width < 1:
         raise ValueError("half_width must be between 0 and 1")
     p = min(max(p, 1e-6), 1 - 1e-6)
+    from statsmodels.stats.proportion import samplesize_confint_proportion
     return int(math.ceil(samplesize_confint_proportion(p, half_width, alpha=1 - level)))
 
 
@@ -82,6 +80,8 @@ def worlds_to_detect(p1: float, p2: float, power: float = 0.8, level: float = 0.
     """Worlds per cell to detect rates p1 vs p2 (two-sided, equal cells), via Cohen's h."""
     if p1 == p2:
         raise ValueError("p1 and p2 must differ")
+    from statsmodels.stats.power import NormalIndPower
+    from statsmodels.stats.proportion import proportion_effectsize
     h = abs(float(proportion_effectsize(p1, p2)))
     n = NormalIndPower().solve_power(effect_size=h, alpha=1 - level, power=power, ratio=1.0)
     return int(math.ceil(n))
@@ -89,5 +89,7 @@ def worlds_to_detect(p1: float, p2: float, power: float = 0.8, level: float = 0.
 
 def power_at(p1: float, p2: float, n: int, level: float = 0.95) -> float:
     """Power of a two-sided comparison of two cells of n worlds each."""
+    from statsmodels.stats.power import NormalIndPower
+    from statsmodels.stats.proportion import proportion_effectsize
     h = abs(float(proportion_effectsize(p1, p2)))
     return float(NormalIndPower().power(effect_size=h, nobs1=n, alpha=1 - level, ratio=1.0))

@@ -15,9 +15,10 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a frame is built: validating a study never loads it
+    import pandas as pd
 
 UNSET = "(unset)"  # a nested setting one cell gives and another leaves to the provider
 NOT_FACTORS = frozenset({"label"})  # a name for tables, not a setting of the world
@@ -135,6 +136,8 @@ def design_of(worlds: Iterable[Mapping[str, Any]], order: Iterable[str] = ()) ->
         if cid not in rows:
             cell = w.get("cell") or {}
             rows[cid] = {"cell_label": str(w.get("cell_label") or cell.get("label") or cid), **flatten(cell)}
+    import pandas as pd
+
     rank = {c: i for i, c in enumerate(order)}
     ids = sorted(rows, key=lambda c: (rank.get(c, len(rank)), list(rows).index(c)))
     frame = pd.DataFrame([rows[c] for c in ids], index=pd.Index(ids, name="cell_id"))

@@ -33,9 +33,10 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where a frame is built: loading the kind (every `run`) never loads pandas
+    import pandas as pd
 
 from workbench.models.base import ModelClient, ModelReply, ModelRequest, approx_tokens
 from workbench.models.factory import make_client, register_route
@@ -342,6 +343,8 @@ FRAME_COLUMNS = ["item", "judge", "world_id", "cell_id", "episode", "agent", "po
 
 
 def judgment_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
     if not rows:
         return pd.DataFrame(columns=FRAME_COLUMNS)
     df = pd.DataFrame(rows)

@@ -42,9 +42,9 @@ class StigmergyKind(WorldKind):
         return world_row(world, steps)
 
     def summary_text(self, worlds: list[dict[str, Any]]) -> str:
-        from workbench.worlds.stigmergy.summary import cell_summary, format_summary, world_frame
+        from workbench.worlds.stigmergy.summary import summary_text
 
-        return format_summary(cell_summary(world_frame(worlds)))
+        return summary_text(worlds)
 
     def summary_display(self, records: Any) -> Any:
         """Rates per model and condition, styled."""

@@ -2,17 +2,20 @@
 and the same over all worlds, because an exclusion rule can discard a cell."""
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from workbench.stats import wilson
+
+if TYPE_CHECKING:  # imported where a frame is built: the terminal summary of `run` needs none
+    import pandas as pd
 
 SUMMARY_METRICS: tuple[str, ...] = ("cross_agent_access", "strict_cross_agent_access", "joint_success",
                                     "pair_write", "informative_read", "exposure")
 
 
 def world_frame(worlds: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
     rows = []
     for w in worlds:
         row = dict(w["metrics"])
@@ -23,6 +26,8 @@ def world_frame(worlds: list[dict[str, Any]]) -> pd.DataFrame:
 
 def cell_summary(frame: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS) -> pd.DataFrame:
     """One row per cell: worlds, valid worlds, and per metric k/valid with a 95% Wilson interval."""
+    import pandas as pd
+
     out = []
     for (cell_id, label), g in frame.groupby(["cell_id", "cell_label"], sort=False):
         valid = g[g["valid"]]
@@ -46,3 +51,25 @@ def format_summary(summary: pd.DataFrame) -> str:
     view = summary[cols].copy()
     view["valid"] = [f"{v}/{w}" for v, w in zip(summary["valid"], summary["worlds"])]
     return view.rename(columns=short).to_string(index=False)
+
+
+_TEXT_COLUMNS = (("cross_agent_access", "coordinated"), ("strict_cross_agent_access", "strict"),
+                 ("joint_success", "joint"), ("pair_write", "pair wrote"))
+
+
+def summary_text(worlds: list[dict[str, Any]]) -> str:
+    """``format_summary(cell_summary(world_frame(worlds)))`` in plain Python, the same
+    text: what `workbench run` prints, without loading pandas or statsmodels."""
+    cells: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for w in worlds:
+        m = w["metrics"]
+        cells.setdefault((m.get("cell_id"), w.get("cell_label", w["cell_id"])), []).append(m)
+    header = ["cell", "valid", *(short for _, short in _TEXT_COLUMNS)]
+    rows = []
+    for (_, label), ms in cells.items():
+        valid = [m for m in ms if m.get("valid")]
+        row = [str(label), f"{len(valid)}/{len(ms)}"]
+        row += [f"{sum(int(m.get(key) or 0) for m in valid)}/{len(valid)}" for key, _ in _TEXT_COLUMNS]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return "\n".join(" ".join(v.rjust(wd) for v, wd in zip(r, widths)) for r in [header, *rows])
