@@ -307,7 +307,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                      wall_s=round(summary.wall_s, 3), budget=summary.budget, cut_worlds=summary.cut,
                      not_started_for_budget=summary.not_started,
                      failures=[{"class": c, "cause": k, "worlds": n} for (c, k), n in sorted(summary.causes.items())],
-                     ledger_calls=ledger.lines)
+                     ledger_calls=ledger.lines, record_syncs=summary.syncs)
         write_manifest(out, manifest)
     return summary
 
