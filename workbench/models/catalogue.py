@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -61,6 +61,9 @@ class Limits(BaseModel):
     max_retry_after_s: float = Field(300.0, ge=0, description="a longer Retry-After ends the call instead of waiting")
     adapt_on_reject: bool = Field(True, description="on a 400 naming a parameter we sent: drop it (or use the "
                                                     "effort fallback), record it, and try again")
+    transport: Literal["auto", "litellm"] = Field(
+        "auto", description="auto: an openai/ route at an api_base whose model litellm passes through unchanged "
+                            "goes out as one plain HTTP POST (same records, less CPU a call); litellm: always litellm")
 
 
 class ModelEntry(Limits):

@@ -13,7 +13,7 @@ from workbench.models.base import ModelReply, ModelRequest
 from workbench.models.budget import BUDGET_ERROR, Budget
 from workbench.models.catalogue import ModelEntry
 from workbench.models.ledger import BoundLedger
-from workbench.models.litellm_client import loader
+from workbench.models.litellm_client import lean, loader
 from workbench.models.litellm_client.cache import ReplyCache, cache_key
 from workbench.models.litellm_client.keys import _api_base, find_key, redact
 from workbench.models.litellm_client.limits import limits_for
@@ -99,6 +99,7 @@ class LiteLLMClient:
         get_litellm()  # once per process, here rather than inside the first call's measured latency
         self.limits = limits_for(self.route, self.api_base, entry.max_connections, entry.rpm)
         self._supported_cache: set[str] | None | bool = False
+        self.lean = lean.lean_eligible(entry, self.api_base)
 
     # -- pieces -------------------------------------------------------------------------
     def _supported(self) -> set[str] | None:
@@ -314,7 +315,13 @@ class LiteLLMClient:
                     trace["in_request"] = True
                     # shielded: a call cancelled mid-request lets its request finish in the background
                     # (see complete), so what the provider saw and what it cost are still recorded
-                    http = asyncio.ensure_future(asyncio.wait_for(litellm.acompletion(**kwargs), self.timeout_s + 1.0))
+                    if self.lean:  # the same request without litellm's per-call CPU (see .lean)
+                        call = lean.acompletion(model=self.route, messages=messages, api_base=kwargs["api_base"],
+                                                api_key=kwargs["api_key"], timeout=self.timeout_s, params=sent,
+                                                request_id=att["request_id"])
+                    else:
+                        call = litellm.acompletion(**kwargs)
+                    http = asyncio.ensure_future(asyncio.wait_for(call, self.timeout_s + 1.0))
                     try:
                         resp = await asyncio.shield(http)
                         exc: BaseException | None = None
@@ -427,6 +434,7 @@ async def aclose_clients() -> None:
     Call it at the end of a run (inside the loop, e.g. in ``run_study_async``'s finally) when
     the process goes on to make another loop: otherwise each ``asyncio.run`` leaves its sessions'
     sockets open until exit (ResourceWarning: unclosed transport). A no-op if litellm was never used."""
+    await lean.aclose_sessions()
     if loader._LITELLM is None:  # never imported: nothing to close
         return
     try:
