@@ -11,7 +11,14 @@ Prints the wall time of the run, the critical-path ideal and their ratio:
   the runner takes the worlds (greedy list scheduling, as the runner's workers do);
 - efficiency = ideal / wall. Target (issue 4): >= 90 %.
 
-Run: python benchmarks/bench_litellm.py [--worlds 50] [--concurrency 32] [--delay 0.2]"""
+Also printed: the client process's CPU per call (what bounds this figure on one event
+loop: issue 17 measured about 8 ms a call through ``litellm.acompletion``) and which
+request path the route took. ``--transport litellm`` forces litellm's path for the same
+route (the catalogue entry's ``transport``), so the two can be compared on one machine;
+the default ``auto`` takes the lean path (workbench/models/litellm_client/lean.py) where
+it applies. The last line is machine-readable (``RESULT key=value ...``).
+
+Run: python benchmarks/bench_litellm.py [--worlds 50] [--concurrency 32] [--delay 0.2] [--transport auto|litellm]"""
 from __future__ import annotations
 
 import argparse
@@ -69,6 +76,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--delay", type=float, default=0.2)
     ap.add_argument("--scheduler", default="async", choices=["async", "lockstep"])
+    ap.add_argument("--transport", default="auto", choices=["auto", "litellm"],
+                    help="the catalogue entry's transport: auto (lean path where it applies) or litellm")
     args = ap.parse_args()
 
     server = FakeOpenAIProcess(delay_s=args.delay, responder=responder).start()  # its own process: no shared GIL
@@ -87,10 +96,20 @@ def main() -> None:
                     "cells": [{"model": "local-fake"}]}
             path = Path(tmp) / "bench.yaml"
             path.write_text(yaml.safe_dump(spec))
+            catalogue = yaml.safe_load((ROOT / "params/models.yaml").read_text())
+            catalogue["models"]["local-fake"]["transport"] = args.transport
+            (Path(tmp) / "models.yaml").write_text(yaml.safe_dump(catalogue))
+            os.environ["WORKBENCH_MODELS"] = str(Path(tmp) / "models.yaml")
             study = load_study(path)
-            t0 = time.perf_counter()
+            from workbench.models.catalogue import load_catalogue
+            from workbench.models.litellm_client.keys import _api_base
+            from workbench.models.litellm_client.lean import lean_eligible
+
+            fake_entry = load_catalogue().get("local-fake")
+            path_taken = "lean (aiohttp POST)" if lean_eligible(fake_entry, _api_base(fake_entry)) else "litellm"
+            t0, c0 = time.perf_counter(), time.process_time()
             summary = run_study(study, Path(tmp) / "run", progress=False)
-            wall = time.perf_counter() - t0
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             worlds = [json.loads(x) for x in (Path(tmp) / "run" / "worlds.jsonl").read_text().splitlines()]
             steps = [json.loads(x) for x in (Path(tmp) / "run" / "steps.jsonl").read_text().splitlines()]
     finally:
@@ -115,7 +134,8 @@ def main() -> None:
 
     print(f"litellm bench: {summary.finished} worlds ({failed} failed), {len(steps)} calls, {attempts} attempts, "
           f"server delay {args.delay * 1000:.0f} ms, concurrency {args.concurrency}, scheduler {args.scheduler}")
-    print(f"litellm import (excluded): {t_imp:.2f} s; requests the server saw: {server.count}")
+    print(f"litellm import (excluded): {t_imp:.2f} s; requests the server saw: {server.count}; "
+          f"request path: {path_taken} (--transport {args.transport})")
     print(f"wall time              {wall:7.3f} s   (runner's own wall_s {summary.wall_s:.3f} s)")
     print(f"critical-path ideal    {ideal:7.3f} s   (longest chain per world x {args.delay * 1000:.0f} ms, "
           f"list-scheduled on {args.concurrency} slots)")
@@ -123,6 +143,11 @@ def main() -> None:
     print(f"  with measured call latencies: ideal {ideal_measured:.3f} s, efficiency {ideal_measured / wall:.1%} "
           f"(mean call latency {per_call * 1000:.1f} ms: client+server overhead {1000 * (per_call - args.delay):.1f} ms)")
     print(f"  mean per-world efficiency (chain / world wall): {world_eff:.1%}")
+    print(f"  client process CPU during the run: {cpu:.3f} s = {1000 * cpu / max(1, len(steps)):.2f} ms per call "
+          "(runner, world, records and request path together)")
+    print(f"RESULT figure=wall_s:{wall:.3f} reference=critical_path_ideal_s:{ideal:.3f} ratio={ideal / wall:.3f} "
+          f"target=0.90 cpu_ms_per_call={1000 * cpu / max(1, len(steps)):.2f} transport={args.transport} "
+          f"path={path_taken.split()[0]} calls={len(steps)} failed_worlds={failed}")
 
 
 if __name__ == "__main__":
