@@ -285,7 +285,11 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         summary.interrupted = True
         raise
     finally:
-        writer.close()  # finished worlds still pending are written and synced, also on Ctrl-C
+        close_error: Exception | None = None
+        try:
+            writer.close()  # finished worlds still pending are written and synced, also on Ctrl-C
+        except Exception as exc:  # noqa: BLE001 - raised once the rest is closed and the manifest written
+            close_error = exc
         summary.syncs = writer.syncs
         if bar is not None:
             bar.close()
@@ -309,6 +313,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                      failures=[{"class": c, "cause": k, "worlds": n} for (c, k), n in sorted(summary.causes.items())],
                      ledger_calls=ledger.lines, record_syncs=summary.syncs)
         write_manifest(out, manifest)
+        if close_error is not None:
+            raise close_error
     return summary
 
 
