@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
+from workbench.records import as_record
 from workbench.templates import TemplateSet
 from workbench.worlds.collusion import tools as TL
 from workbench.worlds.collusion.memory import AgentMemory, is_context_error
@@ -134,7 +135,7 @@ class EpisodeRunner:
                 "episode": self.episode, "phase": phase, "turn": turn,
                 "request": {"route": agent.route, "params": dict(request.params), "n_messages": len(messages),
                             "messages_sha256": agent.memory.digest(), "tools": TL.tool_names(tools)},
-                "reply": reply.to_record(), "tool_calls": [], "tool_results": [],
+                "reply": as_record(reply), "tool_calls": [], "tool_results": [],
             }
             self.pending[agent.slot].append(step)
             if reply.failed and is_context_error(reply.error) and agent.memory.drop_oldest():

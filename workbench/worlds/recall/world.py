@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
+from workbench.records import as_record
 from workbench.seeding import derive_seed
 from workbench.templates import TemplateSet
 from workbench.worlds.base import ClientFactory, WorldOutcome
@@ -230,7 +231,7 @@ class RecallWorld:
             "request": {"route": route, "params": dict(request.params), "n_messages": len(msgs),
                         "messages_sha256": hashlib.sha256(json.dumps(msgs, ensure_ascii=False).encode()).hexdigest(),
                         "prompt": msgs[-1]["content"]},
-            "reply": reply.to_record(),
+            "reply": as_record(reply),
         })
         if reply.failed:
             self.failure = {"agent": slot, "role": role, "turn": turn, "purpose": purpose, "error": reply.error}
