@@ -100,8 +100,18 @@ class LiteLLMClient:
         self.limits = limits_for(self.route, self.api_base, entry.max_connections, entry.rpm)
         self._supported_cache: set[str] | None | bool = False
         self.lean = lean.lean_eligible(entry, self.api_base)
+        self._redacted: dict[tuple[str, tuple[str, ...]], str] = {}
 
     # -- pieces -------------------------------------------------------------------------
+    def _redact_base(self, base: Any, secrets: tuple[str, ...]) -> str:
+        """An api_base as recorded (redacted), once per client and key: redaction scans the
+        environment and .env, ~0.2 ms, and the same two bases are recorded on every call."""
+        memo_key = (str(base), secrets)
+        got = self._redacted.get(memo_key)
+        if got is None:
+            got = self._redacted[memo_key] = redact(base, secrets)
+        return got
+
     def _supported(self) -> set[str] | None:
         if self._supported_cache is False:
             self._supported_cache = _supported(self.route)
@@ -237,7 +247,7 @@ class LiteLLMClient:
         sent, why, changes = prepare_params(self.entry, requested, supported)
         extra: dict[str, Any] = {
             "catalogue": self.name, "provider": self.entry.provider,
-            "api_base": redact(self.api_base, secrets) if self.api_base else None,
+            "api_base": self._redact_base(self.api_base, secrets) if self.api_base else None,
             "key_source": key_source, "defaults_from_catalogue": from_catalogue,
             "params_dropped_why": dict(why), "param_changes": list(changes), "cache_hit": False,
         }
@@ -396,7 +406,7 @@ class LiteLLMClient:
         cost, cost_source = self._cost(resp, usage)
         hidden = getattr(resp, "_hidden_params", None) or {}
         extra.update(cost_source=cost_source, finish_reason=getattr(resp.choices[0], "finish_reason", None),
-                     api_base_used=redact(hidden.get("api_base"), secrets) if hidden.get("api_base") else None,
+                     api_base_used=self._redact_base(hidden.get("api_base"), secrets) if hidden.get("api_base") else None,
                      response_id=getattr(resp, "id", None))
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)
