@@ -331,7 +331,7 @@ class LiteLLMClient:
                                                 request_id=att["request_id"])
                     else:
                         call = litellm.acompletion(**kwargs)
-                    http = asyncio.ensure_future(asyncio.wait_for(call, self.timeout_s + 1.0))
+                    http = asyncio.ensure_future(_bounded(call, self.timeout_s + 1.0))
                     try:
                         resp = await asyncio.shield(http)
                         exc: BaseException | None = None
@@ -418,6 +418,13 @@ class LiteLLMClient:
             extra["cache_key"] = ckey
             self._cache_put(ckey, out)
         return out
+
+
+async def _bounded(call: Awaitable[Any], seconds: float) -> Any:
+    """``call`` with a backstop timeout (TimeoutError), in the one task that runs it
+    (``asyncio.wait_for`` would add a second task per request)."""
+    async with asyncio.timeout(seconds):
+        return await call
 
 
 _DETACHED: set[asyncio.Task[None]] = set()

@@ -172,6 +172,19 @@ def _mapped(exc: Exception, model: str) -> Exception:
         return e
 
 
+_TIMEOUTS: dict[float, Any] = {}
+
+
+def _timeout(seconds: float) -> Any:
+    """httpx's timeout as litellm passes it (connect and each read within ``seconds``), as aiohttp's."""
+    got = _TIMEOUTS.get(seconds)
+    if got is None:
+        import aiohttp  # noqa: PLC0415
+
+        got = _TIMEOUTS[seconds] = aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds)
+    return got
+
+
 def _sdk() -> Any:
     if not _SDK:
         import openai  # noqa: PLC0415
@@ -194,9 +207,7 @@ async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: s
     t0 = time.time()
     data = msgspec.json.encode(body)  # the same JSON as json.dumps gives, in a fifth of the time
     try:
-        async with (await _session()).post(url, data=data, headers=headers,
-                                   timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout,
-                                                                 sock_read=timeout)) as r:
+        async with (await _session()).post(url, data=data, headers=headers, timeout=_timeout(timeout)) as r:
             status, raw, rh = r.status, await r.read(), r.headers
     except (TimeoutError, aiohttp.ServerTimeoutError):
         import openai  # noqa: PLC0415
