@@ -175,3 +175,16 @@ def test_run_on_simulated_agents_imports_no_heavy_library(write_study, tmp_path)
         assert last["code"] == 0, res.stderr
         assert last["heavy"] == [], f"workbench run {' '.join(extra)} imported {last['heavy']}"
         assert len(load_run(out).worlds) == 4
+
+
+def test_run_of_a_recall_study_with_q_imports_no_heavy_library(tmp_path):
+    """The recall kind's world metrics need no frame. (Its per-cell summary, printed
+    without -q, still uses pandas and statsmodels' Wilson intervals; and a study that
+    declares contrasts builds its design with pandas when it is validated.)"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", RUNNER, "run", str(ROOT / "params" / "recall-smoke.yaml"), "--out",
+                          str(tmp_path / "run"), "--no-progress", "-q", "--max-worlds", "2"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    last = json.loads(res.stdout.strip().splitlines()[-1])
+    assert last["code"] == 0, res.stderr
+    assert last["heavy"] == [], f"workbench run -q of a recall study imported {last['heavy']}"

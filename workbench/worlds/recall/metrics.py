@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, TextIO
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, TextIO
 
 from workbench.stats import mcnemar_paired, newcombe, wilson
+
+if TYPE_CHECKING:  # imported where a frame is built: world metrics (every `run`) need none
+    import pandas as pd
 
 MODES = ("belief_asymmetry", "authority_collapse", "memory_anchoring")
 # every cell field but model, condition and label, at its default (RecallCell's):
@@ -86,6 +87,8 @@ def variant_of(cell: dict[str, Any]) -> str:
 
 def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per recall of every finished world."""
+    import pandas as pd
+
     rows = []
     for w in worlds:
         if w.get("world_kind") != "recall":
@@ -137,6 +140,8 @@ def _rate(k: int, n: int) -> dict[str, Any]:
 def accuracy_table(frame: pd.DataFrame, by: list[str], metric: str = "correct") -> pd.DataFrame:
     """k/n of ``metric`` over recalls of valid worlds per group, Wilson interval, and
     the same over all worlds in ``all``."""
+    import pandas as pd
+
     rows = []
     if frame.empty:
         return pd.DataFrame(columns=[*by, "k", "n", "k/n", "rate", "low", "high", "all"])
@@ -160,6 +165,8 @@ def condition_differences(frame: pd.DataFrame, reference: str | None = None) -> 
     """Accuracy of each condition minus the reference condition's (default naive), per
     model setting and failure mode (and over all modes), with Newcombe's interval and
     an exact McNemar test on recalls paired by script, repetition and turn."""
+    import pandas as pd
+
     cols = ["model", "variant", "failure_mode", "condition", "reference", "k/n", "reference k/n", "diff", "low",
             "high", "pairs", "only_condition", "only_reference", "p_mcnemar"]
     v = frame[frame["valid"]] if not frame.empty else frame
@@ -189,6 +196,8 @@ def condition_differences(frame: pd.DataFrame, reference: str | None = None) -> 
 
 def world_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per world: validity, accuracy and memory activity."""
+    import pandas as pd
+
     rows = []
     for w in worlds:
         if w.get("world_kind") != "recall":
