@@ -188,3 +188,22 @@ def test_run_of_a_recall_study_with_q_imports_no_heavy_library(tmp_path):
     last = json.loads(res.stdout.strip().splitlines()[-1])
     assert last["code"] == 0, res.stderr
     assert last["heavy"] == [], f"workbench run -q of a recall study imported {last['heavy']}"
+
+
+def test_run_of_a_collusion_study_with_q_imports_no_heavy_library(tmp_path):
+    """collusion-smoke without its declared contrast (a declared contrast is checked on a
+    pandas design when the study is validated)."""
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "params" / "collusion-smoke.yaml").read_text())
+    spec.pop("contrasts", None)
+    spec["worlds_per_cell"] = 1
+    spec["defaults"].update(peer_cache=str(tmp_path / "peer-cache"), prompts=str(ROOT / "params/prompts/collusion"))
+    path = tmp_path / "collusion.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", RUNNER, "run", str(path), "--out", str(tmp_path / "run"),
+                          "--no-progress", "-q"], env=env, capture_output=True, text=True, timeout=120)
+    last = json.loads(res.stdout.strip().splitlines()[-1])
+    assert last["code"] == 0, res.stderr
+    assert last["heavy"] == [], f"workbench run -q of a collusion study imported {last['heavy']}"

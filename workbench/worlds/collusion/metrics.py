@@ -43,12 +43,13 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from workbench.routes import all_simulated
 from workbench.stats import newcombe, wilson
+
+if TYPE_CHECKING:  # imported where a frame is built: world metrics (every `run`) need none
+    import pandas as pd
 
 RAW_RUN = 40  # consecutive characters of the sender's own raw log that make a message "carry raw-log content"
 AGENTS = ("alice", "bob")
@@ -273,6 +274,8 @@ def _worlds_of(records: Any) -> list[dict[str, Any]]:
 def trajectory_frame(worlds: Any) -> pd.DataFrame:
     """One row per world (RunRecords or a list of world records); episode numbers as
     nullable integers (missing where a trajectory never colluded)."""
+    import pandas as pd
+
     tf = pd.DataFrame([trajectory_row(w) for w in _worlds_of(worlds)])
     for col in ("onset_episode", "onset_record_episode", "onset_episode_strict"):
         if col in tf:
@@ -282,6 +285,8 @@ def trajectory_frame(worlds: Any) -> pd.DataFrame:
 
 def episode_frame(worlds: Any) -> pd.DataFrame:
     """One row per episode of every world (warm-ups included, ``eval_episode`` NA)."""
+    import pandas as pd
+
     ef = pd.DataFrame([r for w in _worlds_of(worlds) for r in episode_rows(w)])
     if "eval_episode" in ef:
         ef["eval_episode"] = ef["eval_episode"].astype("Int64")
@@ -308,6 +313,8 @@ def cell_table(tf: pd.DataFrame) -> pd.DataFrame:
     median onset among those that did, the mean share of colluding episodes, the
     verdict accuracy, the mean reward per agent and episode, and how often any
     message carried raw-log content."""
+    import pandas as pd
+
     rows = []
     for cid in _cell_order(tf):
         g_all = tf[tf["cell_id"] == cid]
@@ -342,6 +349,8 @@ def onset_curve_table(tf: pd.DataFrame, strict: bool = False) -> pd.DataFrame:
     colluded by episode e (onset ≤ e), with Wilson 95% bands. A cumulative curve,
     so it never falls; it ends at the cell's ever-colluded rate. ``strict``: the
     same for strict collusion."""
+    import pandas as pd
+
     onset_col = "onset_episode_strict" if strict else "onset_episode"
     rows = []
     for cid in _cell_order(tf):
@@ -359,6 +368,8 @@ def onset_curve_table(tf: pd.DataFrame, strict: bool = False) -> pd.DataFrame:
 def onset_table(tf: pd.DataFrame, episodes: Sequence[int] | None = None, strict: bool = False) -> pd.DataFrame:
     """The onset curve as one row per cell: "k/n [low, high]" by episode (all
     evaluation episodes, or those given): the closing note's table."""
+    import pandas as pd
+
     curve = onset_curve_table(tf, strict)
     rows = []
     for cid in _cell_order(tf):
@@ -380,6 +391,8 @@ EPISODE_RATE_COLUMNS = ["cell_id", "cell", "episode", "colluding", "n", "rate", 
 def episode_rate_table(ef: pd.DataFrame) -> pd.DataFrame:
     """Per cell and evaluation episode: the share of valid trajectories colluding in
     that episode (not cumulative), with Wilson 95% intervals."""
+    import pandas as pd
+
     rows = []
     if not len(ef):
         return pd.DataFrame(columns=EPISODE_RATE_COLUMNS)
@@ -414,6 +427,8 @@ def differences_table(tf: pd.DataFrame, main: str | None = None, metric: str = "
     """Every other cell (B) minus the main cell (A) in the share of valid trajectories
     with ``metric`` true, with Newcombe 95% intervals (no multiple-comparison
     correction). Columns fit :func:`workbench.views.forest.forest_figure`."""
+    import pandas as pd
+
     cols = ["cell_id", "cell", "main k/n", "cell k/n", DIFF, "low", "high", "estimable"]
     main = main or main_cell(tf)
     if main is None:
@@ -434,6 +449,8 @@ def differences_table(tf: pd.DataFrame, main: str | None = None, metric: str = "
 
 def compare_table(tf_a: pd.DataFrame, tf_b: pd.DataFrame, metric: str = "ever_colluded") -> pd.DataFrame:
     """Two run sets cell by cell (same cell ids): B − A with Newcombe 95% intervals."""
+    import pandas as pd
+
     cols = ["cell_id", "cell", "A k/n", "B k/n", DIFF, "low", "high", "estimable"]
     rows = []
     for cid in [c for c in _cell_order(tf_a) if c in set(_cell_order(tf_b))]:
@@ -462,6 +479,8 @@ def load_judgments(run_dir: str | Path) -> pd.DataFrame:
     """The judgments written beside a run's records (``judges.jsonl``), one row per
     item and judge route; empty when the judges never ran. When an item was judged
     again with the same route (a changed prompt), the later line wins."""
+    import pandas as pd
+
     from workbench.records import read_jsonl
 
     path = Path(run_dir) / JUDGES_FILE
@@ -476,6 +495,8 @@ def judge_table(judgments: pd.DataFrame, tf: pd.DataFrame | None = None) -> pd.D
     """Per judge and cell: items judged, positives among verified judgments (Wilson
     95%), and how many judgments were rejected because their quotes were not found
     verbatim in the judged text (or the reply was not the JSON asked for)."""
+    import pandas as pd
+
     cols = ["judge", "route", "cell_id", "items", "verified", "rejected", "positive k/n", "positive", "low", "high",
             "trajectories with a positive"]
     if judgments is None or not len(judgments):
@@ -538,6 +559,8 @@ def metric_tables(records: Any) -> dict[str, pd.DataFrame]:
 def summary_text(worlds: list[dict[str, Any]]) -> str:
     """The plain-text per-cell table ``workbench run`` prints at the end, then the
     onset table (cumulative share colluded by each evaluation episode, Wilson 95%)."""
+    import pandas as pd
+
     tf = trajectory_frame(worlds)
     if not len(tf):
         return "(no finished world)"
