@@ -43,6 +43,9 @@ class Action:
     echo_auth: bool = False  # put the Authorization header into the error message, as some providers do
     tool_calls: list[tuple[str, dict[str, Any] | str]] | None = None  # (name, arguments) native tool calls
     reset: bool = False  # close the connection without an answer (a connection reset)
+    usage_json: dict[str, Any] | None = None  # the usage object sent verbatim (details, odd shapes)
+    no_usage: bool = False  # a reply without a usage object, as some servers send
+    finish_reason: str | None = None  # "stop" (or "tool_calls") when None
 
 
 def ok(text: str | None = None, **kw: Any) -> Action:
@@ -206,13 +209,16 @@ class FakeOpenAI:
                 n_completion = len(text) // 4 + 1
                 if action.usage is not None:
                     n_prompt, n_completion = action.usage
-                payload = json.dumps({
+                reply: dict[str, Any] = {
                     "id": f"chatcmpl-fake-{len(server.requests)}", "object": "chat.completion",
                     "created": int(time.time()), "model": action.model or body.get("model", "fake"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_completion,
-                              "total_tokens": n_prompt + n_completion},
-                }).encode()
+                    "choices": [{"index": 0, "message": message, "finish_reason": action.finish_reason or finish}],
+                    "usage": action.usage_json or {"prompt_tokens": n_prompt, "completion_tokens": n_completion,
+                                                   "total_tokens": n_prompt + n_completion},
+                }
+                if action.no_usage:
+                    del reply["usage"]
+                payload = json.dumps(reply).encode()
                 self._send(200, payload, action.headers)
 
             def _send(self, code: int, payload: bytes, headers: dict[str, str]) -> None:

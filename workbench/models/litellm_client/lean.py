@@ -39,6 +39,7 @@ import msgspec
 from workbench.models.catalogue import ModelEntry
 from workbench.models.litellm_client.loader import get_litellm
 
+_NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 _ELIGIBLE: dict[tuple[str, str | None], bool] = {}
 _SESSIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 _SDK: list[Any] = []  # one openai client, used only to build status errors exactly as the SDK does
@@ -120,7 +121,7 @@ class LeanResponse:
         self.model = body.get("model")
         self.choices = [self._choice(c) for c in body["choices"]] if isinstance(body.get("choices"), list) else []
         usage = body.get("usage")
-        self.usage = _ns(usage) if isinstance(usage, dict) else None
+        self.usage = _ns(usage if isinstance(usage, dict) else _NO_USAGE)  # litellm's Usage() when none is sent
         self._hidden_params = hidden
 
     @staticmethod
@@ -136,7 +137,12 @@ class LeanResponse:
                                   tool_calls=_ns(m.get("tool_calls")) or None,
                                   reasoning_content=m.get("reasoning_content"),
                                   thinking_blocks=m.get("thinking_blocks"))
-        return SimpleNamespace(message=msg, finish_reason=c.get("finish_reason"), index=c.get("index"))
+        finish = c.get("finish_reason")
+        if isinstance(finish, str):
+            from litellm.litellm_core_utils.core_helpers import map_finish_reason  # noqa: PLC0415 - imported by now
+
+            finish = map_finish_reason(finish)  # as litellm does ("eos" -> "stop", ...)
+        return SimpleNamespace(message=msg, finish_reason=finish, index=c.get("index"))
 
 
 def _cost(returned: Any, usage: dict[str, Any] | None) -> float | None:
@@ -232,6 +238,8 @@ async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: s
     if not isinstance(parsed, dict):
         raise _mapped(ValueError(f"Empty or invalid response from LLM endpoint. Received: {parsed!r}."), bare)
     usage = parsed.get("usage")
+    if not isinstance(usage, dict):
+        usage = _NO_USAGE
     hidden = {"api_base": api_base, "response_cost": _cost(parsed.get("model"), usage),
               "custom_llm_provider": "openai", "transport": "lean"}
     return LeanResponse(parsed, hidden)
