@@ -46,6 +46,7 @@ class Action:
     usage_json: dict[str, Any] | None = None  # the usage object sent verbatim (details, odd shapes)
     no_usage: bool = False  # a reply without a usage object, as some servers send
     finish_reason: str | None = None  # "stop" (or "tool_calls") when None
+    message_extra: dict[str, Any] = field(default_factory=dict)  # more fields of the message, sent as given
 
 
 def ok(text: str | None = None, **kw: Any) -> Action:
@@ -196,6 +197,7 @@ class FakeOpenAI:
                 message: dict[str, Any] = {"role": "assistant", "content": text}
                 if action.reasoning is not None:
                     message["reasoning_content"] = action.reasoning
+                message.update(action.message_extra)
                 finish = "stop"
                 if action.tool_calls:
                     message["content"] = text if action.text is not None else None

@@ -82,7 +82,7 @@ def norm(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def both(server: FakeOpenAI, actions: list[Action], params: dict | None = None, tools: list | None = None,
-         n_calls: int = 1, **kw: Any) -> tuple[list[dict], list[dict], list[list[dict]]]:
+         n_calls: int = 1, messages: list | None = None, **kw: Any) -> tuple[list[dict], list[dict], list[list[dict]]]:
     """(litellm records, lean records, [litellm bodies, lean bodies]) of the same exchange."""
     from workbench.models.litellm_client import LiteLLMClient
 
@@ -96,7 +96,7 @@ def both(server: FakeOpenAI, actions: list[Action], params: dict | None = None, 
         assert c.lean is (transport == "auto")
         recs = []
         for _ in range(n_calls):
-            r = run(c.complete(ModelRequest(messages=MSGS, params=dict(params or {}), tools=tools)))
+            r = run(c.complete(ModelRequest(messages=messages or MSGS, params=dict(params or {}), tools=tools)))
             recs.append(r.to_record())
         if b is not None:
             recs.append({"budget_spent": round(b.spent, 12)})
@@ -149,12 +149,52 @@ def test_the_lean_path_is_taken_only_where_litellm_passes_the_request_through(fa
     (ok("no usage", no_usage=True), None, None),
     (ok("no usage, priced id", no_usage=True, model="gpt-4o-2024-08-06"), None, None),
     (ok("cut", finish_reason="length"), None, None),
+    (ok("r", message_extra={"reasoning": "vLLM names it reasoning"}), None, None),
+    (ok("r", message_extra={"content": None}), None, None),
+    (ok("thinking", message_extra={"thinking_blocks": [{"type": "thinking", "thinking": "a"}]}), None, None),
     (ok("eos", finish_reason="eos"), None, None),
 ], ids=["plain", "usage-and-params", "known-returned-model", "reasoning-and-params", "json-schema", "tool-calls",
-        "usage-details", "no-usage", "no-usage-priced-id", "finish-length", "finish-eos"])
+        "usage-details", "no-usage", "no-usage-priced-id", "finish-length", "reasoning-field", "null-content",
+        "thinking-blocks", "finish-eos"])
 def test_an_answer_is_recorded_the_same_on_both_paths(fake, action, params, tools):
     recs = assert_same(fake, [action], params=params, tools=tools)
     assert recs[0]["error"] is None and recs[0]["model_returned"]
+
+
+def test_text_beyond_ascii_is_sent_the_same(fake, monkeypatch):
+    msgs = [{"role": "system", "content": "Réponds en JSON — 日本語も可. \u2028 \"quoted\" \\ back \x00"},
+            {"role": "user", "content": "go"}, {"role": "assistant", "content": '["a", 1.5, 1e-07, null]'},
+            {"role": "user", "content": ""}]
+    sent = _count_lean(monkeypatch)
+    assert_same(fake, [ok("done")], messages=msgs, params={"temperature": 0.123456789, "max_tokens": 7})
+    assert sent == [1]
+
+
+def test_tool_turns_which_litellm_rewrites_go_through_litellm(fake, monkeypatch):
+    """litellm drops an assistant tool-call turn's ``content: None`` (and may rewrite other non-text
+    turns): such conversations are not sent by the lean path, so the records still agree."""
+    msgs = [{"role": "system", "content": "x"}, {"role": "user", "content": "go"},
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "list", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "[1]"},
+            {"role": "user", "content": [{"type": "text", "text": "parts"}]}]
+    sent = _count_lean(monkeypatch)
+    assert_same(fake, [ok("done")], messages=msgs)
+    assert sent == [0]
+
+
+def _count_lean(monkeypatch: Any) -> list[int]:
+    from workbench.models.litellm_client import lean
+
+    sent = [0]
+    real = lean.acompletion
+
+    def counted(**kw: Any) -> Any:
+        sent[0] += 1
+        return real(**kw)
+
+    monkeypatch.setattr(lean, "acompletion", counted)
+    return sent
 
 
 def test_an_answer_priced_by_litellm_is_charged_the_same(fake):

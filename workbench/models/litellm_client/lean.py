@@ -10,8 +10,10 @@ does nothing but pass the request through, the request goes out here.
 Only where the two paths are provably the same request (:func:`lean_eligible`): an
 ``openai/`` route with an explicit ``api_base`` (a local or self-hosted OpenAI-compatible
 server) whose model litellm neither knows (not in its cost map) nor transforms (its chat
-config for the model is ``OpenAIUnknownModelConfig``: parameters pass through as given).
-Every other route, hosted OpenAI models included, goes through litellm.
+config for the model is ``OpenAIUnknownModelConfig``: parameters pass through as given),
+and a request whose messages are text turns only (:func:`plain_messages`; litellm
+rewrites tool turns). Every other route or request, hosted OpenAI models included, goes
+through litellm.
 
 What is recorded does not change: the body sent is ``{"model", "messages", **params
 sent}`` exactly as litellm builds it for such a model; the reply is read into an object
@@ -55,6 +57,19 @@ def lean_eligible(entry: ModelEntry, api_base: str | None) -> bool:
         got = _check(entry.route.split("/", 1)[1])
         _ELIGIBLE[key] = got
     return got
+
+
+def plain_messages(messages: list[dict[str, Any]]) -> bool:
+    """Whether litellm sends these messages unchanged: text turns only. litellm rewrites others
+    (an assistant turn with tool calls loses ``content: None``, content parts are normalised...),
+    so a conversation with tool turns or content parts goes through litellm."""
+    for m in messages:
+        if len(m) != 2 or type(m.get("content")) is not str or m.get("role") not in _PLAIN_ROLES:
+            return False
+    return True
+
+
+_PLAIN_ROLES = frozenset({"system", "user", "assistant"})
 
 
 def _check(model: str) -> bool:
