@@ -170,6 +170,21 @@ def test_text_beyond_ascii_is_sent_the_same(fake, monkeypatch):
     assert sent == [1]
 
 
+@pytest.mark.parametrize("params,lean_sends", [
+    ({"seed": None, "max_tokens": None}, True),  # None is not sent, as litellm does not send it
+    ({"stop": "\n", "top_p": 0.5, "presence_penalty": 0.1, "frequency_penalty": 0.2, "logit_bias": {"1": 2},
+      "user": "u"}, True),
+    ({"max_completion_tokens": 5, "logprobs": True, "top_logprobs": 2, "temperature": 0}, True),
+    ({"response_format": {"type": "json_object"}}, True),
+    ({"tool_choice": "auto"}, False),  # litellm drops it without tools
+    ({"parallel_tool_calls": False, "extra_body": {"x": 1}}, False),  # not among LEAN_PARAMS
+])
+def test_parameters_are_sent_the_same_and_unlisted_ones_go_through_litellm(fake, monkeypatch, params, lean_sends):
+    sent = _count_lean(monkeypatch)
+    assert_same(fake, [ok("done")], params=params)
+    assert sent == [1 if lean_sends else 0]
+
+
 def test_tool_turns_which_litellm_rewrites_go_through_litellm(fake, monkeypatch):
     """litellm drops an assistant tool-call turn's ``content: None`` (and may rewrite other non-text
     turns): such conversations are not sent by the lean path, so the records still agree."""

@@ -325,7 +325,7 @@ class LiteLLMClient:
                     trace["in_request"] = True
                     # shielded: a call cancelled mid-request lets its request finish in the background
                     # (see complete), so what the provider saw and what it cost are still recorded
-                    if self.lean and lean.plain_messages(messages):  # the same request, less CPU (see .lean)
+                    if self.lean and lean.sendable(messages, sent):  # the same request, less CPU (see .lean)
                         call = lean.acompletion(model=self.route, messages=messages, api_base=kwargs["api_base"],
                                                 api_key=kwargs["api_key"], timeout=self.timeout_s, params=sent,
                                                 request_id=att["request_id"])

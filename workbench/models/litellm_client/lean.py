@@ -11,8 +11,9 @@ Only where the two paths are provably the same request (:func:`lean_eligible`): 
 ``openai/`` route with an explicit ``api_base`` (a local or self-hosted OpenAI-compatible
 server) whose model litellm neither knows (not in its cost map) nor transforms (its chat
 config for the model is ``OpenAIUnknownModelConfig``: parameters pass through as given),
-and a request whose messages are text turns only (:func:`plain_messages`; litellm
-rewrites tool turns). Every other route or request, hosted OpenAI models included, goes
+and a request whose messages are text turns only and whose parameters are among
+:data:`LEAN_PARAMS` (:func:`sendable`; litellm rewrites tool turns and drops some
+parameters, e.g. ``tool_choice`` without tools). Every other route or request, hosted OpenAI models included, goes
 through litellm.
 
 What is recorded does not change: the body sent is ``{"model", "messages", **params
@@ -70,6 +71,17 @@ def plain_messages(messages: list[dict[str, Any]]) -> bool:
 
 
 _PLAIN_ROLES = frozenset({"system", "user", "assistant"})
+# Parameters seen to reach the server unchanged through litellm for such a model (tests/test_lean_path.py).
+# Any other (tool_choice: dropped by litellm without tools; extra_body; ...) sends the request through litellm.
+LEAN_PARAMS = frozenset({
+    "temperature", "max_tokens", "max_completion_tokens", "top_p", "presence_penalty", "frequency_penalty",
+    "logit_bias", "user", "stop", "seed", "logprobs", "top_logprobs", "response_format", "reasoning_effort", "tools",
+})
+
+
+def sendable(messages: list[dict[str, Any]], params: dict[str, Any]) -> bool:
+    """Whether this request goes out by the lean path: text turns and parameters litellm passes through."""
+    return all(k in LEAN_PARAMS for k in params) and plain_messages(messages)
 
 
 def _check(model: str) -> bool:
@@ -222,7 +234,7 @@ async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: s
 
     bare = model.split("/", 1)[1]
     url = api_base.rstrip("/") + "/chat/completions"
-    body = {"model": bare, "messages": messages, **params}
+    body = {"model": bare, "messages": messages, **{k: v for k, v in params.items() if v is not None}}  # as litellm
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
                "Accept": "application/json", "X-Client-Request-Id": request_id}
     t0 = time.time()
