@@ -244,6 +244,15 @@ def test_a_failure_is_classed_and_recorded_the_same_on_both_paths(fake, actions,
     assert FAKE_KEY not in repr(recs)
 
 
+def test_proxy_settings_of_the_environment_apply_on_both_paths(fake, monkeypatch):
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")  # nothing listens there: both paths fail to connect
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    recs = assert_same(fake, [], max_attempts=2)
+    assert recs[0]["error"] and fake.count == 0
+
+
 def test_the_fault_injecting_server_gives_the_same_records_on_both_paths(fake):
     """Faults drawn from a seeded RNG (429/500/503/timeout/reset/malformed): the same draws, the same records."""
     from tests.fake_openai import Faults

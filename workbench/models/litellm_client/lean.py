@@ -106,7 +106,9 @@ async def _session() -> Any:
         import aiohttp  # noqa: PLC0415 - a litellm dependency, imported with the path that uses it
 
         # no pool limit of its own: the client's per-route semaphore is the connection limit
-        s = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), skip_auto_headers=("User-Agent",))
+        # trust_env: HTTP(S)_PROXY / NO_PROXY apply, as they do to litellm's httpx client (127.0.0.1 included)
+        s = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), skip_auto_headers=("User-Agent",),
+                                  trust_env=True)
         holder = _hold(s)
         await holder.__anext__()
         held = (s, holder)
