@@ -106,14 +106,32 @@ async def _session() -> Any:
         import aiohttp  # noqa: PLC0415 - a litellm dependency, imported with the path that uses it
 
         # no pool limit of its own: the client's per-route semaphore is the connection limit
-        # trust_env: HTTP(S)_PROXY / NO_PROXY apply, as they do to litellm's httpx client (127.0.0.1 included)
-        s = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), skip_auto_headers=("User-Agent",),
-                                  trust_env=True)
+        s = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), skip_auto_headers=("User-Agent",))
         holder = _hold(s)
         await holder.__anext__()
         held = (s, holder)
         _SESSIONS[loop] = held
     return held[0]
+
+
+def _proxy_for(url: str) -> tuple[Any, Any]:
+    """(proxy, proxy auth) the environment gives for ``url`` (HTTP(S)_PROXY, NO_PROXY), as it applies to
+    litellm's httpx client (127.0.0.1 included). Looked up once per url and session, as litellm's cached
+    clients read it once: aiohttp's own ``trust_env`` would look it up in a thread on every request."""
+    got = _PROXIES.get(url)
+    if got is None:
+        from aiohttp.helpers import get_env_proxy_for_url  # noqa: PLC0415
+        from yarl import URL  # noqa: PLC0415
+
+        try:
+            got = get_env_proxy_for_url(URL(url))
+        except LookupError:
+            got = (None, None)
+        _PROXIES[url] = got
+    return got
+
+
+_PROXIES: dict[str, tuple[Any, Any]] = {}
 
 
 async def _hold(session: Any) -> AsyncIterator[None]:
@@ -130,6 +148,7 @@ async def aclose_sessions() -> None:
     except RuntimeError:
         return
     held = _SESSIONS.pop(loop, None)
+    _PROXIES.clear()
     if held is not None:
         await held[1].aclose()
 
@@ -242,7 +261,9 @@ async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: s
     t0 = time.time()
     data = msgspec.json.encode(body)  # the same JSON as json.dumps gives, in a fifth of the time
     try:
-        async with (await _session()).post(url, data=data, headers=headers, timeout=_timeout(timeout)) as r:
+        proxy, proxy_auth = _proxy_for(url)
+        async with (await _session()).post(url, data=data, headers=headers, timeout=_timeout(timeout),
+                                           proxy=proxy, proxy_auth=proxy_auth) as r:
             status, raw, rh = r.status, await r.read(), r.headers
     except (TimeoutError, aiohttp.ServerTimeoutError):
         import openai  # noqa: PLC0415
