@@ -32,8 +32,8 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,7 @@ def _enc_hook(obj: Any) -> Any:
 
 
 _ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
+_DECODER = msgspec.json.Decoder()
 
 
 def as_record(obj: Any) -> Any:
@@ -129,16 +130,19 @@ def read_jsonl(path: Path, problems: list[str] | None = None) -> Iterator[dict[s
     """Every well-formed line; malformed ones are skipped and reported in ``problems``."""
     if not path.exists():
         return
-    with path.open("r", encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                if problems is not None:
-                    problems.append(f"{path.name}:{n}: malformed line skipped")
-                continue
+            try:  # msgspec first (a few times faster); json for what it refuses (lone surrogates, NaN)
+                rec = _DECODER.decode(line)
+            except msgspec.DecodeError:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    if problems is not None:
+                        problems.append(f"{path.name}:{n}: malformed line skipped")
+                    continue
             if isinstance(rec, dict):
                 yield rec
 
@@ -243,6 +247,18 @@ class RunRecords:
     worlds: list[dict[str, Any]]
     steps: dict[str, list[dict[str, Any]]]  # world_id -> its steps in application order
     problems: list[str]
+    # frames derived from these records, by name and rules (see ``derived_frame``): tables
+    # built from one load share them instead of recomputing every world's metrics each time
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def derived_frame(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """``build()`` once per key while worlds and steps are the same lists; a copy
+        each time (a table may add columns to the frame it is given)."""
+        stamp = (id(self.worlds), len(self.worlds), id(self.steps), len(self.steps))
+        hit = self.derived.get(key)
+        if hit is None or hit[0] != stamp:
+            hit = self.derived[key] = (stamp, build())
+        return hit[1].copy()
 
     def world(self, world_id: str) -> dict[str, Any]:
         for w in self.worlds:

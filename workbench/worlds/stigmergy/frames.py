@@ -30,6 +30,11 @@ def _cell_columns(world: dict[str, Any]) -> dict[str, Any]:
 
 def world_frame(records: RunRecords, parser_rule: str | None = None, answer_rule: str | None = None) -> pd.DataFrame:
     """Per-world metrics recomputed from records (optionally under other rules)."""
+    return records.derived_frame(("stigmergy.worlds", parser_rule, answer_rule),
+                                 lambda: _world_frame(records, parser_rule, answer_rule))
+
+
+def _world_frame(records: RunRecords, parser_rule: str | None, answer_rule: str | None) -> pd.DataFrame:
     from workbench.worlds.stigmergy.metrics import world_row
 
     rows = []
@@ -40,6 +45,10 @@ def world_frame(records: RunRecords, parser_rule: str | None = None, answer_rule
 
 
 def agent_frame(records: RunRecords, answer_rule: str | None = None) -> pd.DataFrame:
+    return records.derived_frame(("stigmergy.agents", answer_rule), lambda: _agent_frame(records, answer_rule))
+
+
+def _agent_frame(records: RunRecords, answer_rule: str | None) -> pd.DataFrame:
     from workbench.worlds.stigmergy.metrics import agent_rows
 
     rows = []
@@ -129,6 +138,10 @@ def reply_frame(records: RunRecords) -> pd.DataFrame:
 def validity_frame(records: RunRecords) -> pd.DataFrame:
     """One row per world: whether it is valid under every (parser, validity) rule
     pair, recomputed from the raw replies, its own rules, and a failed call's cause."""
+    return records.derived_frame(("stigmergy.validity",), lambda: _validity_frame(records))
+
+
+def _validity_frame(records: RunRecords) -> pd.DataFrame:
     from workbench.worlds.stigmergy.metrics import reparse_validity
 
     rows = []
