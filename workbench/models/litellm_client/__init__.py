@@ -3,6 +3,9 @@
 A package, one module per concern: :mod:`.loader` (litellm, offline), :mod:`.keys`
 (keys and redaction), :mod:`.limits`, :mod:`.cache` (replies), :mod:`.retries` (what to retry, Retry-After),
 :mod:`.request` (parameters), :mod:`.client` (the call loop, cache, budget, ledger),
+:mod:`.lean` (one plain HTTP POST instead of ``litellm.acompletion`` where litellm would
+send the request unchanged: an ``openai/`` route at an ``api_base`` litellm neither prices
+nor transforms, text turns, listed parameters; the same record, a fifth of the CPU),
 :mod:`.build`.
 
 One :class:`LiteLLMClient` per agent, built from a catalogue entry
