@@ -294,15 +294,16 @@ def load_run(out_dir: str | Path) -> RunRecords:
         raise FileNotFoundError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
     problems: list[str] = []
     worlds: dict[str, dict[str, Any]] = {}
+    worlds_file, steps_file = f"{out / WORLDS}", f"{out / STEPS}"  # named in a failed check
     for n, rec in enumerate(read_jsonl(out / WORLDS, problems), start=1):
-        check_world(migrate_world(rec), f"{out / WORLDS} record {n}")
+        check_world(migrate_world(rec), f"{worlds_file} record {n}")
         worlds[str(rec.get("world_id"))] = rec  # the latest attempt of a world supersedes earlier ones
     want = {wid: w.get("run") for wid, w in worlds.items()}
     steps: dict[str, list[dict[str, Any]]] = {wid: [] for wid in want}
     for n, s in enumerate(read_jsonl(out / STEPS, problems), start=1):
         wid = s.get("world_id")
         if wid in want and s.get("run") == want[wid]:
-            check_step(migrate_step(s), f"{out / STEPS} record {n}")
+            check_step(migrate_step(s), f"{steps_file} record {n}")
             steps[wid].append(s)
     for wid in steps:
         steps[wid].sort(key=lambda s: s["seq"])

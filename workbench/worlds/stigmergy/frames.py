@@ -120,6 +120,10 @@ def invalid_shape(outcome: dict[str, Any] | None, shape: dict[str, Any]) -> str 
 def reply_frame(records: RunRecords) -> pd.DataFrame:
     """One row per recorded reply that got an answer (failed calls are counted per
     world): why it is invalid under each parser rule, re-parsed from its raw text."""
+    return records.derived_frame(("stigmergy.replies",), lambda: _reply_frame(records))
+
+
+def _reply_frame(records: RunRecords) -> pd.DataFrame:
     from workbench.worlds.stigmergy.parsing import parse_both
 
     rows = []

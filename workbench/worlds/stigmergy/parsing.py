@@ -9,6 +9,7 @@ remove whole cells. Parsing never raises: model text is data.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -174,6 +175,20 @@ def parse_reply(text: str, rule: str, allowed_ops: tuple[str, ...]) -> ParseOutc
     if op is None:
         return ParseOutcome(rule, False, None, err)
     return ParseOutcome(rule, True, op, None)
+
+
+def reply_valid(text: Any, rule: str, allowed_ops: tuple[str, ...]) -> bool:
+    """Whether ``parse_reply`` accepts the reply: a pure function of its arguments,
+    remembered for the last 65,536 texts (re-scoring asks it of every reply under
+    every rule pair, and simulated replies repeat)."""
+    if not isinstance(text, str):
+        return parse_reply(text, rule, allowed_ops).valid
+    return _reply_valid(text, rule, allowed_ops)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _reply_valid(text: str, rule: str, allowed_ops: tuple[str, ...]) -> bool:
+    return parse_reply(text, rule, allowed_ops).valid
 
 
 def parse_both(text: str, allowed_ops: tuple[str, ...]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.worlds.stigmergy.parsing import parse_reply
+from workbench.worlds.stigmergy.parsing import reply_valid
 
 VALIDITY_RULES: tuple[str, ...] = ("any-agent", "pair-only", "none")
 
@@ -27,7 +27,7 @@ def world_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_ru
         if step.get("parse") is None:  # a failed call, handled above
             return False
         if reparse:
-            return not parse_reply(step["reply"]["text"], parser_rule, ops).valid
+            return not reply_valid(step["reply"]["text"], parser_rule, ops)
         return not step["parse"][parser_rule]["valid"]
 
     bad = sorted({s["agent"] for s in steps if unparseable(s)
