@@ -48,8 +48,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check workbench tests benchmarks
 	$(BIN)/mypy
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_grid.py
+# Every benchmark, then one table: each figure beside the reference it is held to in the same run.
+bench: $(STAMP) browser
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) outputs/*

@@ -161,6 +161,9 @@ def main() -> int:
           f"({rr['worlds']} worlds, {rr['steps']} steps)")
     print(f"targets: figure <= {TARGET_S:.0f} s: {'met' if fig <= TARGET_S else 'MISSED'}; "
           f"ratio <= {TARGET_RATIO}: {'met' if ratio <= TARGET_RATIO else 'MISSED'}")
+    print(f"RESULT name=simulated-grid figure=run_{name.replace('.yaml', '')}_s:{fig:.2f} "
+          f"reference=plain_asyncio_s:{ref:.2f} ratio={ratio:.2f} target=<={TARGET_S:.0f}s,ratio<={TARGET_RATIO} "
+          f"met={'yes' if fig <= TARGET_S and ratio <= TARGET_RATIO else 'no'}")
     return 0 if same else 1
 
 

@@ -56,6 +56,10 @@ def main() -> None:
               f"{per_world:.1f} s per world; {completion / wall:.1f} generated tok/s, "
               f"{(prompt - cached) / wall:.0f} uncached prompt tok/s ({cached}/{prompt} prompt tokens cached)"
               f"{' [constrained]' if args.constrained else ''}{target}")
+        limit = 40 if "1.5b" in name else 8 if "0.5b" in name else None  # issue 17's per-world targets
+        print(f"RESULT name=local-{name} figure=s_per_world:{per_world:.1f} reference=- ratio=- "
+              f"target={'<=' + str(limit) + 's' if limit else '-'} "
+              f"met={'-' if limit is None else 'yes' if per_world <= limit else 'no'}")
         stop_all()
 
 
