@@ -23,6 +23,7 @@ cell), ``batch`` (cells, then the report's bar), ``judge`` (judgments) and
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -201,6 +202,8 @@ def _finished(run_dir: str):  # noqa: ANN202 - RunRecords | None
     from workbench.records import load_run
 
     records = load_run(run_dir)
+    # the records live as long as the command: the cyclic collector need not walk them again
+    gc.freeze()
     if not records.worlds:
         print(f"error: {run_dir} holds no finished world", file=sys.stderr)
         return None

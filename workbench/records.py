@@ -25,6 +25,7 @@ detected and cut off before new lines are appended.
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import importlib.metadata
 import json
@@ -251,14 +252,19 @@ class RunRecords:
     # built from one load share them instead of recomputing every world's metrics each time
     derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def derived_frame(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
-        """``build()`` once per key while worlds and steps are the same lists; a copy
-        each time (a table may add columns to the frame it is given)."""
+    def derived_value(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """``build()`` once per key while worlds and steps are the same lists (shared:
+        callers must not change it)."""
         stamp = (id(self.worlds), len(self.worlds), id(self.steps), len(self.steps))
         hit = self.derived.get(key)
         if hit is None or hit[0] != stamp:
             hit = self.derived[key] = (stamp, build())
-        return hit[1].copy()
+        return hit[1]
+
+    def derived_frame(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """A frame built once per key (see ``derived_value``), as a copy each time (a
+        table may add columns to the frame it is given)."""
+        return self.derived_value(key, build).copy()
 
     def world(self, world_id: str) -> dict[str, Any]:
         for w in self.worlds:
@@ -286,8 +292,21 @@ def is_batch_dir(path: Path) -> bool:
 
 
 def load_run(out_dir: str | Path) -> RunRecords:
-    """The finished worlds of a run directory, or of every cell of a batch run."""
-    out = Path(out_dir)
+    """The finished worlds of a run directory, or of every cell of a batch run.
+
+    The cyclic garbage collector is paused while the lines are read: records are
+    trees of dicts and lists (no cycles to find), and its passes over the millions
+    of containers a large run set holds were most of the load's time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_run(Path(out_dir))
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load_run(out: Path) -> RunRecords:
     if is_batch_dir(out):
         return _load_batch(out)
     if not (out / WORLDS).exists() and not (out / MANIFEST).exists():
@@ -312,7 +331,7 @@ def load_run(out_dir: str | Path) -> RunRecords:
 
 
 def _load_batch(out: Path) -> RunRecords:
-    parts = [load_run(p) for p in sorted((out / BATCH_CELLS).iterdir()) if p.is_dir() and (p / MANIFEST).exists()]
+    parts = [_load_run(p) for p in sorted((out / BATCH_CELLS).iterdir()) if p.is_dir() and (p / MANIFEST).exists()]
     worlds = sorted((w for r in parts for w in r.worlds), key=lambda w: w["world_id"])
     steps = {k: v for r in parts for k, v in r.steps.items()}
     manifest: dict[str, Any] = {"batch": True, "cells": {}, "parts": {}}

@@ -39,9 +39,25 @@ def _world_frame(records: RunRecords, parser_rule: str | None, answer_rule: str 
 
     rows = []
     for w in records.worlds:
-        row = world_row(w, records.steps.get(w["world_id"], []), parser_rule, answer_rule)
+        steps = records.steps.get(w["world_id"], [])
+        arule = answer_rule or w["cell"]["answer_rule"]
+        row = world_row(w, steps, parser_rule, answer_rule, agents=_agent_rows(records, w, steps, arule))
         rows.append({**_cell_columns(w), **row, "world_index": w.get("world_index")})
     return pd.DataFrame(rows)
+
+
+def _agent_rows(records: RunRecords, world: dict[str, Any], steps: list[dict[str, Any]],
+                answer_rule: str) -> list[dict[str, Any]]:
+    """A world's agent rows under one answer rule, computed once per load: the world
+    frames under either parser rule and the agent frame share them (read only)."""
+    from workbench.worlds.stigmergy.metrics import agent_rows
+
+    memo = records.derived_value(("stigmergy.agent_rows",), dict)
+    key = (world["world_id"], answer_rule)
+    rows = memo.get(key)
+    if rows is None:
+        rows = memo[key] = agent_rows(world, steps, answer_rule)
+    return rows
 
 
 def agent_frame(records: RunRecords, answer_rule: str | None = None) -> pd.DataFrame:
@@ -49,13 +65,12 @@ def agent_frame(records: RunRecords, answer_rule: str | None = None) -> pd.DataF
 
 
 def _agent_frame(records: RunRecords, answer_rule: str | None) -> pd.DataFrame:
-    from workbench.worlds.stigmergy.metrics import agent_rows
-
     rows = []
     for w in records.worlds:
         cols = _cell_columns(w)
         valid = w["valid"]
-        for r in agent_rows(w, records.steps.get(w["world_id"], []), answer_rule):
+        steps = records.steps.get(w["world_id"], [])
+        for r in _agent_rows(records, w, steps, answer_rule or w["cell"]["answer_rule"]):
             rows.append({**cols, **r, "world_valid": valid, "world_index": w.get("world_index")})
     return pd.DataFrame(rows)
 

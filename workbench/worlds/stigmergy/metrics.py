@@ -161,12 +161,14 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
 
 
 def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: str | None = None,
-              answer_rule: str | None = None) -> dict[str, Any]:
-    """One row per world; either rule can be swapped to re-score without a model."""
+              answer_rule: str | None = None, *, agents: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One row per world; either rule can be swapped to re-score without a model.
+    ``agents``: the world's ``agent_rows`` under the same answer rule, when known."""
     cell = world["cell"]
     prule = parser_rule or cell["parser"]
     arule = answer_rule or cell["answer_rule"]
-    agents = agent_rows(world, steps, arule)
+    if agents is None:
+        agents = agent_rows(world, steps, arule)
     pair = [r for r in agents if r["pair_member"]]
     validity = reparse_validity(world, steps, prule)
     ok = _ok_steps(steps)
