@@ -4,6 +4,7 @@ under. Each kind's report class (``Analysis``, ``RecallReport``,
 ``CollusionReport``) extends :class:`RunReport` with its own tables and figures."""
 from __future__ import annotations
 
+import gc
 import html
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +35,10 @@ class RunReport:
 
     @classmethod
     def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> RunReport:
-        return cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
+        report = cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
+        # the records live as long as the report: the cyclic collector need not walk them again
+        gc.freeze()
+        return report
 
     @property
     def study(self) -> str:
