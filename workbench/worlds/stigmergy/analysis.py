@@ -139,7 +139,10 @@ class Analysis(RunReport):
     # -- the study's story ----------------------------------------------------------
     def headline_html(self) -> str:
         """The first contrast's rows in words (see :meth:`RunReport.contrast_words_html`)."""
-        return self.contrast_words_html(self.tables["contrasts"])
+        t = self.tables["contrasts"]
+        metric = str(t.attrs.get("metric"))
+        t.attrs["metric_label"] = LABELS.get(metric, metric)  # the metric's name, not its code
+        return self.contrast_words_html(t)
 
     def headline(self) -> None:
         """The matched contrasts: in words, as a forest plot with named arms, and as
