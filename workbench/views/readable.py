@@ -256,6 +256,19 @@ def caption_html(text: str, title: str = "") -> str:
     return f"<p class=\"wb-caption\">{f'<b>{e(title)}.</b> ' if title else ''}{e(text)}</p>"
 
 
+def brief_view(table: pd.DataFrame) -> pd.DataFrame:
+    """The columns a reader needs of a table that names them (``attrs["brief"]``, as
+    a matched-contrast table does), with the intervals of the rates among them; the
+    full table is what exports keep. A table naming none is returned as it is."""
+    if not table.attrs.get("brief"):
+        return table
+    brief = list(table.attrs["brief"])
+    brief += [f"{c[:-3]}{b}" for c in brief if c.endswith("k/n") for b in ("low", "high")]
+    out = table[[c for c in table.columns if c in brief]]
+    out.attrs = dict(table.attrs)
+    return out
+
+
 def readable_html(table: pd.DataFrame, *, caption: str = "", title: str = "", labels: Mapping[str, str] | None = None,
                   definitions: Mapping[str, str] | None = None, constant: str = "", keep: Sequence[str] = (),
                   hide: Sequence[str] = (), searchable: bool | None = None) -> str:

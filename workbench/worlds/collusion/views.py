@@ -444,19 +444,15 @@ class CollusionReport(RunReport):
         """The matched contrasts in ever colluded: in words, as a forest plot naming
         the metric and the arms, and as a readable table."""
         from workbench.views.forest import forest_figure
-        from workbench.views.readable import readable_html
+        from workbench.views.readable import brief_view, readable_html
 
         t = self.contrasts
         names = ", ".join(dict.fromkeys(str(c) for c in t["contrast"])) if len(t) else "no matched contrast"
         figure = forest_figure(t, metric_label="ever colluded", colour=self.palette) if len(t) else None
-        brief = [c for c in t.attrs.get("brief") or t.columns if c in t.columns]
-        brief += [f"{c[:-3]}{b}" for c in brief if c.endswith("k/n") for b in ("low", "high") if f"{c[:-3]}{b}" in t]
-        shown = t[brief] if len(t) else t
-        shown.attrs = dict(t.attrs)
         n = int(t["pairs"].sum()) if len(t) else 0
         self.show_headline(
             f"ever colluded, {names}",
-            readable_html(shown, caption=CAPTIONS["contrasts"], title="Matched contrasts", labels=LABELS,
+            readable_html(brief_view(t), caption=CAPTIONS["contrasts"], title="Matched contrasts", labels=LABELS,
                           keep=("A", "B")),
             figure, f"Each point is one matched pair of cells (label: factor: B vs A · what both hold fixed); "
                     f"difference in the share of trajectories that ever colluded, B − A, with its 95 % Newcombe "

@@ -79,15 +79,12 @@ def table_html(table: pd.DataFrame, definitions: dict[str, str] | None = None, c
     caption says what a row is, the factors every row shares and the rules it was
     scored under; a cell's label is left out where its factors are columns."""
     from workbench.metrics.design import constant_text
-    from workbench.views.readable import readable_html
+    from workbench.views.readable import brief_view, readable_html
 
     sparse = [c for c in table.attrs.get("sparse") or () if c in table and not table[c].astype(bool).any()]
     shown = table.drop(columns=sparse)
-    if table.attrs.get("brief"):  # the columns a reader needs, and the intervals of the rates among them
-        brief = list(table.attrs["brief"])
-        brief += [f"{c[:-3]}{b}" for c in brief if c.endswith("k/n") for b in ("low", "high")]
-        shown = shown[[c for c in shown.columns if c in brief]]
     shown.attrs = dict(table.attrs)
+    shown = brief_view(shown)
     factors = {"model", "condition", "clauses", "parser"} & set(shown.columns)
     hide = ["cell_label"] if factors else []
     rules = f" Scored under: {table.attrs['rules']}." if table.attrs.get("rules") else ""
