@@ -11,16 +11,63 @@ are paired by script and repetition.
 
 Every turn: the narrator (``user``) speaks to no agent; its turn may only be
 written to memory. Any other role's agent receives the turn content as a user
-message (its private history keeps every turn it voiced and its replies) and
-replies briefly; if the turn is marked ``write_to_memory`` its scripted content
-(not the reply) is written to shared memory by that role. A recall turn first
-retrieves the top-k entries for the recall query (none in the baseline), shows
-them in the prompt (with authors only in the authors-shown condition), asks
-the query, and scores the reply against the accepted answers (and through the
-judge when the cell says so). Every retrieval, memory write, invalidation and
-recall is recorded; every model call is one step. Time is a world clock (the
-sum of recorded latencies), so a world is deterministic given its seed and
-replies, and replays exactly.
+message and replies briefly. What an agent has in its context is the cell's
+choice (issue 18):
+
+- ``conversation`` on (the default of ``baseline``): the case file (the initial
+  facts) and the conversation so far (every role's turn content and reply,
+  the last ``context_turns`` turns, or all when null), rebuilt for each call;
+- off (``isolated`` and the memory conditions): its private history only, the
+  turns it voiced and its own replies.
+
+``baseline`` has no shared memory and the conversation in context (the
+source's reference); ``isolated`` has neither (own turns only: the old
+baseline, a floor). Memory writes follow ``memory_writes``: ``script`` writes
+the scripted content of turns marked ``write_to_memory``; ``replies`` writes
+every agent reply (statement and recall turns); ``both`` does both. Retrieval
+follows ``retrieve``: ``recall-turns`` (only recall turns see memory) or
+``every-turn`` (statement turns too, so a reply can repeat what memory holds).
+A recall turn retrieves the top-k entries for the recall query (authors shown
+only in the authors-shown condition), asks the query, and scores the reply
+against the accepted answers (and through the judge when the cell says so).
+Every model call is one step. Time is a world clock (the sum of recorded
+latencies), so a world is deterministic given its seed and replies, and
+replays exactly.
+
+Records written in the world record (besides the script, cell, agents, steps):
+
+``memory_log``: one item per write attempt, in order:
+    ``op`` ("add"); ``origin`` in {"initial", "script", "reply"} (a preloaded
+    fact, a scripted turn's content, an agent's reply); ``source`` (finer:
+    "initial_fact", "turn", "narration", "reply"); ``author_role``;
+    ``authority``; ``turn`` (0 for initial facts); ``namespace``; ``fact_id``
+    (the turn's fact id, a recall's target fact for a recall reply);
+    ``value`` (the statement's value: the script's ``value`` field when there
+    is one, else extracted by rule, else null); ``value_source`` in
+    {"script", "rule", null}; ``text``; ``entry_id`` (the id given to this
+    write, also when refused); ``entry`` (the stored entry, null when
+    refused); ``refused`` (bool); ``refused_by`` (winner id or null);
+    ``removed`` (entries this write removed); ``conflicts`` (the positions in
+    the world's ``conflicts`` list of the events this write caused).
+``conflicts``: one item per invalidation event (cells with invalidation only):
+    ``turn``; ``type`` in {"stale", "lower-authority", "duplicate"};
+    ``action`` in {"removed", "refused", "kept"}; ``fact_id``;
+    ``new`` and ``old`` (the arriving entry and the live entry it was
+    compared with, each {``entry_id``, ``value``, ``authority``,
+    ``author_role``, ``turn``, ``origin``}); ``removed_id`` (the id of the
+    entry removed or refused; null when kept). Types: "lower-authority" — the
+    two state different values and the lower-authority one is refused (the
+    newcomer) or removed (the old entry); "stale" — different values, equal
+    authority, the older is removed (only when the cell sets
+    ``invalidate_stale``); "duplicate" — the same value (agreeing
+    paraphrases or repeats): noted, never removed (action "kept").
+``retrievals``: one per retrieval (recall turns, and statement turns under
+    ``every-turn``), with ``purpose`` in {"recall", "turn"} and the hits.
+``recalls[].context``: ``entry_ids`` (retrieved), ``own_turns``,
+    ``memory_shown``, ``conversation_turns`` (turn numbers of the
+    conversation in context, [] when off), ``case_file`` (bool).
+``retrieval`` (world-level settings): adds ``memory_writes``, ``retrieve``,
+    ``conversation``, ``context_turns``, ``invalidate_stale``.
 """
 from __future__ import annotations
 
