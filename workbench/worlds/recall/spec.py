@@ -12,13 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
 
-Condition = Literal["baseline", "naive", "lightweight", "lightweight-invalidation", "authors-shown", "namespaced"]
+Condition = Literal["baseline", "isolated", "naive", "lightweight", "lightweight-invalidation", "authors-shown", "namespaced"]
 CONDITIONS: tuple[str, ...] = Condition.__args__  # type: ignore[attr-defined]
 
 #: condition -> (alpha, beta, gamma, invalidation). Naive ignores authority (beta 0);
-#: lightweight weighs it (beta 0.4), as in the source study.
+#: lightweight weighs it (beta 0.4), as in the source study. Baseline (the source's
+#: reference: no shared memory, the case file and the conversation in context) and
+#: isolated (no memory, own turns only: a floor) retrieve nothing; their weights are unused.
 CONDITION_DEFAULTS: dict[str, tuple[float, float, float, bool]] = {
     "baseline": (1.0, 0.0, 0.3, False),
+    "isolated": (1.0, 0.0, 0.3, False),
     "naive": (1.0, 0.0, 0.3, False),
     "lightweight": (1.0, 0.4, 0.3, False),
     "lightweight-invalidation": (1.0, 0.4, 0.3, True),
@@ -52,7 +55,17 @@ class RecallCell(BaseModel):
                                                         "higher-authority one (default from the condition)")
     conflict_similarity: float = Field(0.8, ge=0, le=1, description="similarity above which two entries about "
                                                                     "no common fact id conflict")
+    invalidate_stale: bool = Field(False, description="with invalidation: a newer entry stating another value "
+                                                      "removes an equal-authority older one (type stale)")
     k: int = Field(3, ge=1, le=50, description="retrieved entries per recall")
+    conversation: bool | None = Field(None, description="the case file and the conversation so far in each agent's "
+                                                        "context (default: on in baseline only)")
+    context_turns: int | None = Field(None, ge=1, description="with conversation: only the last N turns (null: all)")
+    memory_writes: Literal["script", "replies", "both"] = Field(
+        "script", description="what is written to shared memory: the scripted write_to_memory turns, every agent "
+                              "reply, or both (no effect without memory)")
+    retrieve: Literal["recall-turns", "every-turn"] = Field(
+        "recall-turns", description="when agents see retrieved memory: on recall turns only, or on every turn")
     embedder: Literal["lexical", "minilm"] = "lexical"
     scripts: str = Field("recall/scripts", description="folder or glob of script JSON, relative to the params file")
     script_ids: list[str] | None = Field(None, description="run only these scripts")
@@ -98,7 +111,19 @@ class RecallCell(BaseModel):
     # -- derived settings ---------------------------------------------------------
     @property
     def memory(self) -> bool:
-        return self.condition != "baseline"
+        return self.condition not in ("baseline", "isolated")
+
+    @property
+    def shows_conversation(self) -> bool:
+        return self.condition == "baseline" if self.conversation is None else self.conversation
+
+    @property
+    def writes_script(self) -> bool:
+        return self.memory_writes in ("script", "both")
+
+    @property
+    def writes_replies(self) -> bool:
+        return self.memory_writes in ("replies", "both")
 
     @property
     def authors_shown(self) -> bool:
