@@ -37,6 +37,50 @@ def exact_match(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -
     return bool(answer) and answer_matches(answer or "", ground_truth)
 
 
+def matched_answer(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -> str | None:
+    """The accepted answer that the exact rule found in ``answer`` (the first, in the
+    script's order); None when none was found."""
+    from workbench.worlds.recall.scripts import answer_matches
+
+    if not answer:
+        return None
+    return next((a for a in ground_truth if answer_matches(answer, [a])), None)
+
+
+def _tokens(text: str) -> list[str]:
+    from workbench.worlds.recall.scripts import normalise_answer
+
+    return normalise_answer(text).split()
+
+
+def partial_score(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -> float:
+    """The best share, over the accepted answers, of an accepted answer's normalised
+    words that occur in the answer (each word counted as often as the accepted answer
+    has it): 1.0 when one accepted answer's words are all there (so always when the
+    exact rule matches), 0.0 for no answer. "September 30, 2026" against "October 7,
+    2026" scores 1/3 (the year)."""
+    if not answer:
+        return 0.0
+    from collections import Counter
+
+    have = Counter(_tokens(answer))
+    best = 0.0
+    for acc in ground_truth:
+        need = Counter(_tokens(acc))
+        total = sum(need.values())
+        if total:
+            best = max(best, sum(min(n, have[w]) for w, n in need.items()) / total)
+    return round(best, 6)
+
+
+def score_answer(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -> dict[str, object]:
+    """The exact-match fields of one recall record: ``correct_exact``, ``matched``
+    (the accepted answer found, or None) and ``partial_score`` (see :func:`partial_score`)."""
+    matched = matched_answer(answer, ground_truth)
+    score = 1.0 if matched is not None else partial_score(answer, ground_truth)
+    return {"correct_exact": matched is not None, "matched": matched, "partial_score": score}
+
+
 def judge_verdict(reply_text: str | None) -> bool | None:
     """A judge's verdict: the first CORRECT/INCORRECT word; None when there is none."""
     if not reply_text:

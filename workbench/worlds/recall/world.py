@@ -85,7 +85,7 @@ from workbench.templates import TemplateSet
 from workbench.worlds.base import ClientFactory, WorldOutcome
 from workbench.worlds.recall import prompts as P
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, ROLE_BRIEFS, role_authority
-from workbench.worlds.recall.scoring import answer_text, exact_match, judge_verdict
+from workbench.worlds.recall.scoring import answer_text, exact_match, judge_verdict, score_answer
 from workbench.worlds.recall.scripts import Script, ScriptError, load_scripts
 from workbench.worlds.recall.spec import RecallCell
 
@@ -339,7 +339,7 @@ class RecallWorld:
             "turn": turn.turn, "agent": agent.role, "role": agent.role, "route": agent.route,
             "failure_mode": turn.failure_mode, "target_fact_id": turn.target_fact_id, "query": query,
             "ground_truth": ground_truth, "answer": answer, "step": self.steps[-1]["seq"],
-            "correct_exact": exact_match(answer, ground_truth), "judge": None,
+            **score_answer(answer, ground_truth), "judge": None,
             "context": {"entry_ids": [h["entry_id"] for h in hits] if hits is not None else [],
                         "own_turns": own_turns, "memory_shown": hits is not None},
             "truth_rank": truth_rank, "top_entry_correct": bool(hits) and exact_match(hits[0]["text"], ground_truth),  # type: ignore[index]
