@@ -369,3 +369,34 @@ def test_is_correct_properties(expected: int, prose: str) -> None:
     assert is_correct(text, expected, "exact") == (not prose.strip())
     # two integers is never one-integer
     assert not is_correct(f"{expected} {expected + 1}", expected, "one-integer")
+
+
+# -- parse_both's single-decode shortcut ----------------------------------------------------
+def _parse_both_long_way(text: object, ops: tuple[str, ...]) -> dict:
+    """Each rule and the shape computed on its own: what parse_both must equal."""
+    from workbench.records import as_record
+    from workbench.worlds.stigmergy.parsing import ReplyShape
+
+    shape = reply_shape(text) if isinstance(text, str) else ReplyShape(empty=True)
+    return {"strict": parse_reply(text, "strict", ops).to_record(),  # type: ignore[arg-type]
+            "lenient": parse_reply(text, "lenient", ops).to_record(),  # type: ignore[arg-type]
+            "shape": as_record(shape)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_parse_both_equals_each_rule_on_its_own(case: tuple) -> None:
+    text, ops = case[1], case[2]
+    for t in (text, f"  {text}\n", f"\u2003{text}\x1f", text.replace("{", "{ ", 1)):
+        assert parse_both(t, ops) == _parse_both_long_way(t, ops), t
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(obj=st.dictionaries(st.sampled_from(["op", "key", "value", "answer", "x"]),
+                           st.one_of(st.sampled_from(["list", "read", "write", "submit", "nope"]),
+                                     st.integers(), st.text(max_size=5), st.none()), max_size=4),
+       before=st.sampled_from(["", " ", "\n", "ok ", "```json\n", "{"]),
+       after=st.sampled_from(["", " ", "\n", " done", "\n```", "}", ' {"op": "list"}']))
+def test_parse_both_equals_each_rule_on_its_own_for_generated_replies(obj: dict, before: str, after: str) -> None:
+    text = before + json.dumps(obj) + after
+    assert parse_both(text, STORE) == _parse_both_long_way(text, STORE)
+    assert parse_both(text, NO_STORE) == _parse_both_long_way(text, NO_STORE)

@@ -192,7 +192,19 @@ def _reply_valid(text: str, rule: str, allowed_ops: tuple[str, ...]) -> bool:
 
 
 def parse_both(text: str, allowed_ops: tuple[str, ...]) -> dict[str, Any]:
-    """The record of a reply under both rules plus its shape, for later re-scoring."""
+    """The record of a reply under both rules plus its shape, for later re-scoring.
+
+    A reply that is one JSON object and nothing else (what most replies are) is
+    decoded once: the lenient rule takes the very same text from its first ``{`` to
+    its last ``}``, and such a reply's shape is one object, no fence, no prose."""
+    if isinstance(text, str):
+        obj, err = extract(text, "strict")
+        if obj is not None:
+            op, err = validate_op(obj, allowed_ops)
+            return {"strict": {"rule": "strict", "valid": op is not None, "op": op, "error": err},
+                    "lenient": {"rule": "lenient", "valid": op is not None,
+                                "op": None if op is None else dict(op), "error": err},
+                    "shape": as_record(ReplyShape(n_objects=1))}
     shape = reply_shape(text) if isinstance(text, str) else ReplyShape(empty=True)
     return {
         "strict": parse_reply(text, "strict", allowed_ops).to_record(),

@@ -20,7 +20,7 @@ import heapq
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
@@ -53,6 +53,16 @@ class _Agent:
     done: bool = False
     submission: dict[str, Any] | None = None
     t: float = 0.0
+    _json: list[str] = field(default_factory=list, repr=False)
+
+    def messages_sha256(self, n: int) -> str:
+        """SHA-256 of ``json.dumps(messages[:n], ensure_ascii=False)``, the bytes every
+        record since 0.1.0 hashes, built from each message's JSON text kept once (messages
+        never change once added): re-encoding the whole history each step made the hash
+        quadratic in a world's length."""
+        for m in self.messages[len(self._json):n]:
+            self._json.append(json.dumps(m, ensure_ascii=False))
+        return hashlib.sha256(("[" + ", ".join(self._json[:n]) + "]").encode()).hexdigest()
 
 
 def script_values(task: AgentTask, tasks: WorldTasks) -> dict[str, Any]:
@@ -187,7 +197,7 @@ class StigmergyWorld:
             "agent": agent.slot, "role": agent.role, "agent_step": agent.steps,
             "t_issue": round(t_issue, 6), "t_done": t_done,
             "request": {"route": agent.route, "params": dict(request.params), "n_messages": len(msgs),
-                        "messages_sha256": hashlib.sha256(json.dumps(msgs, ensure_ascii=False).encode()).hexdigest(),
+                        "messages_sha256": agent.messages_sha256(len(msgs)),
                         "prompt": msgs[-1]["content"]},
             "reply": as_record(reply),  # ModelReply.to_record() in C: the hot path of a simulated study
         }
