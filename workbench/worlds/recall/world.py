@@ -290,7 +290,7 @@ class RecallWorld:
         agent.messages.append({"role": "user", "content": P.turn_message(self.t, turn=turn.turn, content=turn.content)})
         reply = await self._call(agent.role, agent.role, agent.route, agent.client, agent.messages,
                                  self.cell.sampling, turn.turn, "turn")
-        record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "is_recall": False,
+        record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": False,
                                   "write_to_memory": turn.write_to_memory, "fact_id": turn.fact_id,
                                   "step": self.steps[-1]["seq"], "reply": reply.text if not reply.failed else None}
         self.turns.append(record)
@@ -305,7 +305,7 @@ class RecallWorld:
             record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
 
     def _narration(self, turn: Any) -> None:
-        record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "is_recall": False,
+        record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": False,
                                   "write_to_memory": turn.write_to_memory, "fact_id": turn.fact_id, "step": None,
                                   "reply": None}
         if turn.write_to_memory and self.memory is not None:
@@ -325,7 +325,7 @@ class RecallWorld:
         reply = await self._call(agent.role, agent.role, agent.route, agent.client, agent.messages,
                                  self.cell.sampling, turn.turn, "recall")
         agent.recalls += 1
-        self.turns.append({"turn": turn.turn, "role": turn.role, "is_recall": True, "write_to_memory": False,
+        self.turns.append({"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": True, "write_to_memory": False,
                            "fact_id": turn.fact_id, "step": self.steps[-1]["seq"],
                            "reply": reply.text if not reply.failed else None})
         ground_truth = list(turn.ground_truth)
