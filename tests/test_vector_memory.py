@@ -236,7 +236,8 @@ def test_records_are_json_safe_rounded_and_leave_out_the_embedding() -> None:
     assert entry.embedding == (0.0, 0.8, 0.6)
     assert "embedding" not in repr(entry) and "embedding" not in entry.to_record()
     assert entry.to_record() == {"entry_id": 1, "text": "Dose is 10 mg.", "author_role": "pharmacist",
-                                 "authority": 0.8, "turn": 1, "namespace": "pharmacist", "fact_id": "F2"}
+                                 "authority": 0.8, "turn": 1, "namespace": "pharmacist", "fact_id": "F2",
+                                 "value": None}
     (hit,) = mem.search("q", current_turn=4, k=1)
     # sim = 0.6*0.8 = 0.48; recency = 1/4; score = 0.48 + 0.32 + 0.075 = 0.875
     rec = hit.to_record()

@@ -21,23 +21,32 @@ Invalidation (off unless asked for). The source study says only that "a higher-a
 entry conflicting with a lower-authority one about the same fact" removes the lower one
 and never defines conflict, so this is our definition:
 
-- two entries CONFLICT when they are about the same fact and say different things:
-  both have a ``fact_id`` and the ids are equal and their normalised texts (case-folded,
-  whitespace collapsed, outer punctuation stripped) differ; when either ``fact_id`` is
-  None, they conflict when the cosine of their embeddings is at least
-  ``conflict_similarity`` and their normalised texts differ. (Repeating the same words is
-  never a conflict: that is anchoring, which invalidation is not meant to hide. Entries
-  with different non-None fact ids never conflict.) The similarity threshold means
-  different things for different embedders: lexical vectors put "July 22" and "July 29"
-  at about 0.7, MiniLM at 0.99.
+- two entries are ABOUT THE SAME FACT when both have a ``fact_id`` and the ids are
+  equal; when either ``fact_id`` is None, when the cosine of their embeddings is at least
+  ``conflict_similarity``. (Entries with different non-None fact ids never are.) The
+  similarity threshold means different things for different embedders: lexical vectors
+  put "July 22" and "July 29" at about 0.7, MiniLM at 0.99.
+- what an entry SAYS is its ``value`` when the caller gives one (a date, an amount, a
+  dose: the caller decides how it is found; compared normalised), else its normalised
+  text (case-folded, whitespace collapsed, outer punctuation stripped). Two entries
+  about the same fact CONFLICT when both have values and the values differ, or neither
+  has a value and the texts differ. They AGREE when they say the same (so two
+  paraphrases stating the same value agree). An entry with a value and one without
+  neither conflict nor agree: nothing decides between them, both are kept.
 - when a new entry arrives, it is compared with every live entry. If any conflicting live
   entry has strictly higher authority, the newcomer is refused: it is not stored
   (``AddResult.entry`` is None, ``AddResult.refused_by`` names the winner: the highest
   authority, then the newest) and it removes nothing — a refused entry has no standing.
-  Otherwise every conflicting live entry with strictly lower authority is removed.
-  Equal authority: both are kept.
+  Otherwise every conflicting live entry with strictly lower authority is removed; an
+  equal-authority conflicting entry is removed only with ``invalidate_stale`` (the newer
+  statement supersedes it), else both are kept. Agreeing entries are never removed
+  (repetition is anchoring, which invalidation is not meant to hide).
 - every removal, the refused newcomer included, is logged in ``removed`` as
-  ``(entry, id of the entry that removed it)``.
+  ``(entry, id of the entry that removed it)``; every event is also logged in
+  ``conflicts`` (and returned in ``AddResult.conflicts``) as a :class:`Conflict` with its
+  type: ``"lower-authority"`` (a refusal or the removal of a lower-authority entry),
+  ``"stale"`` (an equal-authority older entry superseded) or ``"duplicate"`` (a stored
+  newcomer agrees with a live entry: action ``"kept"``, nothing removed).
 """
 from __future__ import annotations
 
@@ -96,6 +105,7 @@ class MemoryEntry:
     namespace: str | None = None
     fact_id: str | None = None
     embedding: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    value: str | None = None  # what the entry states, when the caller knows (conflicts compare it)
 
     def to_record(self) -> dict[str, Any]:
         """JSON-safe; the embedding is left out (it is recomputable and large)."""
@@ -107,6 +117,7 @@ class MemoryEntry:
             "turn": self.turn,
             "namespace": self.namespace,
             "fact_id": self.fact_id,
+            "value": self.value,
         }
 
 
@@ -132,11 +143,32 @@ class Hit:
         return rec
 
 
+CONFLICT_TYPES: tuple[str, ...] = ("stale", "lower-authority", "duplicate")
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One invalidation event: ``new`` (the arriving entry) met ``old`` (a live entry about
+    the same fact). ``action`` is "refused" (new not stored), "removed" (old removed) or
+    "kept" (they agree: nothing removed); ``removed_id`` is the id that went, if any."""
+
+    type: str  # one of CONFLICT_TYPES
+    action: str  # "refused", "removed" or "kept"
+    new: MemoryEntry
+    old: MemoryEntry
+
+    @property
+    def removed_id(self) -> int | None:
+        return {"refused": self.new.entry_id, "removed": self.old.entry_id}.get(self.action)
+
+
 @dataclass(frozen=True)
 class AddResult:
     entry: MemoryEntry | None  # None when the new entry was invalidated on arrival
     removed: tuple[MemoryEntry, ...]  # live entries this add removed (never the newcomer)
     refused_by: int | None = None  # id of the entry that refused the newcomer, if it was refused
+    conflicts: tuple[Conflict, ...] = field(default=(), compare=False)  # this add's events
+    entry_id: int | None = field(default=None, compare=False)  # the id given to the newcomer (also when refused)
 
 
 _SPACE = re.compile(r"\s+")
@@ -151,7 +183,7 @@ class VectorMemory:
     """An in-process vector memory; see the module docstring for the score and invalidation rule."""
 
     def __init__(self, embedder: Embedder, weights: Weights, *, invalidation: bool = False,
-                 conflict_similarity: float = 0.8) -> None:
+                 conflict_similarity: float = 0.8, invalidate_stale: bool = False) -> None:
         if not isinstance(weights, Weights):
             raise TypeError(f"weights must be a Weights, got {type(weights).__name__}")
         threshold = _number(conflict_similarity, "conflict_similarity")
@@ -160,6 +192,7 @@ class VectorMemory:
         self.embedder = embedder
         self.weights = weights
         self.invalidation = bool(invalidation)
+        self.invalidate_stale = bool(invalidate_stale)
         self.conflict_similarity = threshold
         # Live entries and, parallel to them, columns for vectorised scoring: the embedding
         # matrix grows by doubling (rows [0, len) are live), so adding is amortised O(dim).
@@ -170,6 +203,7 @@ class VectorMemory:
         self._ids = np.zeros(0, dtype=np.int64)
         self._norm_texts: list[str] = []
         self._removed: list[tuple[MemoryEntry, int]] = []
+        self._conflicts_log: list[Conflict] = []
         self._next_id = 1
 
     # -- reading -------------------------------------------------------------
@@ -183,6 +217,11 @@ class VectorMemory:
         """Every invalidated entry with the id of the entry that removed (or refused) it."""
         return list(self._removed)
 
+    @property
+    def conflicts(self) -> list[Conflict]:
+        """Every invalidation event (refusals, removals, agreements noted), in order."""
+        return list(self._conflicts_log)
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -191,25 +230,26 @@ class VectorMemory:
 
     # -- writing -------------------------------------------------------------
     def add(self, text: str, *, author_role: str, authority: float, turn: int,
-            namespace: str | None = None, fact_id: str | None = None) -> AddResult:
+            namespace: str | None = None, fact_id: str | None = None, value: str | None = None) -> AddResult:
         """Embed and store one entry (applying invalidation when enabled)."""
-        fields = self._check_fields(text, author_role, authority, turn, namespace, fact_id)
+        fields = self._check_fields(text, author_role, authority, turn, namespace, fact_id, value)
         return self._insert(fields, self._embed([text])[0])
 
     def add_many(self, items: Sequence[Mapping[str, Any]]) -> list[AddResult]:
         """Several entries, embedded in one batch, then added in order (as ``add`` would).
 
         Each item holds ``add``'s arguments: text, author_role, authority, turn and
-        optionally namespace and fact_id. All are checked before anything is stored.
+        optionally namespace, fact_id and value. All are checked before anything is stored.
         """
         checked = []
         for i, item in enumerate(items):
-            unknown = set(item) - {"text", "author_role", "authority", "turn", "namespace", "fact_id"}
+            unknown = set(item) - {"text", "author_role", "authority", "turn", "namespace", "fact_id", "value"}
             if unknown:
                 raise ValueError(f"add_many: item {i}: unknown field(s) {sorted(unknown)}")
             try:
                 checked.append(self._check_fields(item.get("text"), item.get("author_role"), item.get("authority"),
-                                                  item.get("turn"), item.get("namespace"), item.get("fact_id")))
+                                                  item.get("turn"), item.get("namespace"), item.get("fact_id"),
+                                                  item.get("value")))
             except ValueError as exc:
                 raise ValueError(f"add_many: item {i}: {exc}") from None
         vectors: Any = self._embed([f["text"] for f in checked]) if checked else []
@@ -217,7 +257,7 @@ class VectorMemory:
 
     @staticmethod
     def _check_fields(text: Any, author_role: Any, authority: Any, turn: Any,
-                      namespace: Any, fact_id: Any) -> dict[str, Any]:
+                      namespace: Any, fact_id: Any, value: Any = None) -> dict[str, Any]:
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, got {type(text).__name__}")
         if not isinstance(author_role, str) or not author_role:
@@ -225,11 +265,11 @@ class VectorMemory:
         auth = _number(authority, "authority")
         if not 0.0 <= auth <= 1.0:
             raise ValueError(f"authority must be in [0, 1], got {authority!r}")
-        for name, value in (("namespace", namespace), ("fact_id", fact_id)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{name} must be None or a non-empty string, got {value!r}")
+        for name, v in (("namespace", namespace), ("fact_id", fact_id), ("value", value)):
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ValueError(f"{name} must be None or a non-empty string, got {v!r}")
         return {"text": text, "author_role": author_role, "authority": auth, "turn": _turn(turn, "turn"),
-                "namespace": namespace, "fact_id": fact_id}
+                "namespace": namespace, "fact_id": fact_id, "value": value}
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Embed and check the embedder kept its promise (shape, finite, unit rows)."""
@@ -244,38 +284,69 @@ class VectorMemory:
             raise ValueError(f"embedder {name}: rows must be L2-normalised, got norms {norms.round(4).tolist()[:5]}")
         return vecs
 
-    def _conflicts(self, fields: dict[str, Any], vector: np.ndarray) -> list[int]:
-        """Positions of live entries that conflict with a would-be entry (module docstring)."""
+    @staticmethod
+    def _says(value: str | None, norm_text: str) -> tuple[str, str]:
+        """What an entry states, for comparison: its value when known, else its wording."""
+        return ("value", normalise_text(value)) if value is not None else ("text", norm_text)
+
+    def _about_same(self, fields: dict[str, Any], vector: np.ndarray) -> tuple[list[int], list[int]]:
+        """Positions of live entries about the same fact as a would-be entry that conflict
+        with it and that agree with it (module docstring)."""
         n = len(self._entries)
         if not n:
-            return []
+            return [], []
         about_same = (self._matrix[:n] @ vector) >= self.conflict_similarity
-        norm, fact = normalise_text(fields["text"]), fields["fact_id"]
+        fact = fields["fact_id"]
         if fact is not None:  # where both sides have a fact id, the ids decide, not similarity
             known = np.array([e.fact_id is not None for e in self._entries], dtype=bool)
             same = np.array([e.fact_id == fact for e in self._entries], dtype=bool)
             about_same = np.where(known, same, about_same)
-        return [i for i in np.nonzero(about_same)[0].tolist() if self._norm_texts[i] != norm]
+        says = self._says(fields["value"], normalise_text(fields["text"]))
+        conflicting, agreeing = [], []
+        for i in np.nonzero(about_same)[0].tolist():
+            other = self._says(self._entries[i].value, self._norm_texts[i])
+            if other == says:
+                agreeing.append(i)
+            elif other[0] == says[0]:  # a value and a wording are never compared
+                conflicting.append(i)
+        return conflicting, agreeing
+
+    def _conflicts(self, fields: dict[str, Any], vector: np.ndarray) -> list[int]:
+        """Positions of live entries that conflict with a would-be entry (module docstring)."""
+        return self._about_same(fields, vector)[0]
 
     def _insert(self, fields: dict[str, Any], vector: np.ndarray) -> AddResult:
         entry = MemoryEntry(entry_id=self._next_id, embedding=tuple(vector.tolist()), **fields)
         self._next_id += 1
         if not self.invalidation:
             self._append(entry, vector)
-            return AddResult(entry, ())
-        conflicting = self._conflicts(fields, vector)
+            return AddResult(entry, (), entry_id=entry.entry_id)
+        conflicting, agreeing = self._about_same(fields, vector)
         stronger = [self._entries[i] for i in conflicting if self._entries[i].authority > entry.authority]
         if stronger:
             winner = max(stronger, key=lambda e: (e.authority, e.turn, e.entry_id))
             self._removed.append((entry, winner.entry_id))
-            return AddResult(None, (), refused_by=winner.entry_id)
-        weaker = [i for i in conflicting if self._entries[i].authority < entry.authority]
-        gone = tuple(self._entries[i] for i in weaker)
-        if weaker:
-            self._delete(weaker)
+            refusal = (Conflict("lower-authority", "refused", entry, winner),)
+            self._conflicts_log.extend(refusal)
+            return AddResult(None, (), refused_by=winner.entry_id, conflicts=refusal, entry_id=entry.entry_id)
+        events = []
+        doomed = []
+        for i in conflicting:
+            old = self._entries[i]
+            if old.authority < entry.authority:
+                doomed.append(i)
+                events.append(Conflict("lower-authority", "removed", entry, old))
+            elif self.invalidate_stale and old.authority == entry.authority:
+                doomed.append(i)
+                events.append(Conflict("stale", "removed", entry, old))
+        events.extend(Conflict("duplicate", "kept", entry, self._entries[i]) for i in agreeing)
+        gone = tuple(self._entries[i] for i in doomed)
+        if doomed:
+            self._delete(doomed)
         self._removed.extend((old, entry.entry_id) for old in gone)
+        self._conflicts_log.extend(events)
         self._append(entry, vector)
-        return AddResult(entry, gone)
+        return AddResult(entry, gone, conflicts=tuple(events), entry_id=entry.entry_id)
 
     def _append(self, entry: MemoryEntry, vector: np.ndarray) -> None:
         n = len(self._entries)
@@ -344,4 +415,4 @@ class VectorMemory:
                 for r, i in enumerate(order.tolist(), start=1)]
 
 
-__all__ = ["AddResult", "Hit", "MemoryEntry", "VectorMemory", "Weights", "normalise_text"]
+__all__ = ["CONFLICT_TYPES", "AddResult", "Conflict", "Hit", "MemoryEntry", "VectorMemory", "Weights", "normalise_text"]
