@@ -7,6 +7,7 @@ seeded values count as seeded reads, never as cross-agent access.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -55,7 +56,14 @@ MENTION = re.compile(
 
 
 def mentions_other(text: str | None) -> bool:
-    return bool(text) and bool(MENTION.search(text))  # type: ignore[arg-type]
+    return bool(text) and _mentions(text)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _mentions(text: str) -> bool:
+    """The screen of one text, remembered: it runs on every reply and reasoning of every
+    world at run time and again at every re-scoring, and texts repeat."""
+    return bool(MENTION.search(text))
 
 
 def reparse_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: str,
@@ -95,11 +103,17 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
     for s in ok:
         if s["op"]["op"] == "write":
             first_write_seq.setdefault(s["agent"], s["seq"])
+    by_agent: dict[str, list[dict[str, Any]]] = {a["agent"]: [] for a in world["agents"]}
+    ok_by_agent: dict[str, list[dict[str, Any]]] = {a["agent"]: [] for a in world["agents"]}
+    for s in steps:  # one pass, not one per agent: this runs for every world at run time
+        by_agent.setdefault(s["agent"], []).append(s)
+    for s in ok:
+        ok_by_agent.setdefault(s["agent"], []).append(s)
     rows = []
     for a in world["agents"]:
         slot, role = a["agent"], a["role"]
-        mine = [s for s in steps if s["agent"] == slot]
-        mine_ok = [s for s in ok if s["agent"] == slot]
+        mine = by_agent[slot]
+        mine_ok = ok_by_agent[slot]
         reads = [s for s in mine_ok if s["op"]["op"] == "read" and s["effect"].get("found")]
         lists = [s for s in mine_ok if s["op"]["op"] == "list"]
         cross = [s for s in reads if s["effect"].get("cross_agent")]
