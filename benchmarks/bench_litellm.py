@@ -70,6 +70,51 @@ def list_schedule(lengths: list[float], slots: int) -> float:
     return end
 
 
+def bodies_of(world: dict, steps: list[dict]) -> list[list[dict]]:
+    """Each agent's requests as the world sent them, rebuilt from the records: system
+    prompt and task, then each earlier reply and the result the agent was shown."""
+    out = []
+    for a in world["agents"]:
+        msgs = [{"role": "system", "content": a["system_prompt"]}, {"role": "user", "content": a["task_text"]}]
+        bodies = []
+        for s in sorted((s for s in steps if s["agent"] == a["agent"]), key=lambda s: s["seq"]):
+            bodies.append({"model": "fake", "messages": list(msgs)})
+            msgs.append({"role": "assistant", "content": s["reply"]["text"]})
+            if s.get("result") is not None:
+                msgs.append({"role": "user", "content": s["result"]})
+        out.append(bodies)
+    return out
+
+
+def bare_client(url: str, plan: list[list[list[dict]]], concurrency: int) -> float:
+    """The floor this machine allows: the same requests (per world, each agent's bodies
+    in sequence, agents of a world side by side, worlds on ``concurrency`` workers in
+    order) from a bare aiohttp loop with no world, records or model layer, against the
+    same server. Returns its wall time."""
+    import asyncio
+
+    import aiohttp
+
+    async def run() -> float:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+            async def agent(bodies: list[dict]) -> None:
+                for body in bodies:
+                    async with session.post(f"{url}/chat/completions", json=body) as resp:
+                        await resp.json()
+
+            todo = iter(plan)
+
+            async def worker() -> None:
+                for world in todo:
+                    await asyncio.gather(*(agent(bodies) for bodies in world))
+
+            t0 = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+            return time.perf_counter() - t0
+
+    return asyncio.run(run())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worlds", type=int, default=50)
@@ -112,6 +157,11 @@ def main() -> None:
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             worlds = [json.loads(x) for x in (Path(tmp) / "run" / "worlds.jsonl").read_text().splitlines()]
             steps = [json.loads(x) for x in (Path(tmp) / "run" / "steps.jsonl").read_text().splitlines()]
+            by_world: dict[str, list[dict]] = defaultdict(list)
+            for s in steps:
+                by_world[s["world_id"]].append(s)
+            plan = [bodies_of(w, by_world[w["world_id"]]) for w in sorted(worlds, key=lambda w: w["world_index"])]
+            bare_s = bare_client(server.url, plan, args.concurrency)
     finally:
         server.stop()
 
@@ -142,13 +192,16 @@ def main() -> None:
     print(f"efficiency             {ideal / wall:7.1%}   target >= 90 %: {'met' if ideal / wall >= 0.9 else 'MISSED'}")
     print(f"  with measured call latencies: ideal {ideal_measured:.3f} s, efficiency {ideal_measured / wall:.1%} "
           f"(mean call latency {per_call * 1000:.1f} ms: client+server overhead {1000 * (per_call - args.delay):.1f} ms)")
+    print(f"bare aiohttp loop, same calls and server: {bare_s:.3f} s = {ideal / bare_s:.1%} of the ideal "
+          f"(what this machine and server allow); this run took {wall / bare_s:.2f}x the bare loop")
     print(f"  mean per-world efficiency (chain / world wall): {world_eff:.1%}")
     print(f"  client process CPU during the run: {cpu:.3f} s = {1000 * cpu / max(1, len(steps)):.2f} ms per call "
           "(runner, world, records and request path together)")
     print(f"RESULT name=http-path figure=wall_s:{wall:.3f} reference=critical_path_ideal_s:{ideal:.3f} ratio={ideal / wall:.3f} "
           f"target=ratio>=0.90 met={'yes' if ideal / wall >= 0.9 else 'no'} "
           f"cpu_ms_per_call={1000 * cpu / max(1, len(steps)):.2f} transport={args.transport} "
-          f"path={path_taken.split()[0]} calls={len(steps)} failed_worlds={failed}")
+          f"path={path_taken.split()[0]} calls={len(steps)} failed_worlds={failed} "
+          f"floor=bare_aiohttp_s:{bare_s:.3f} floor_ratio={ideal / bare_s:.3f} vs_floor={wall / bare_s:.2f}")
 
 
 if __name__ == "__main__":
