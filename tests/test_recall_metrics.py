@@ -115,11 +115,13 @@ def test_metric_tables_and_describe_world_on_a_real_world(tmp_path) -> None:  # 
 def test_variant_names_every_cell_field_but_model_condition_and_label():
     """Tables group recall cells by model, variant and condition: the variant must cover
     every other field of the cell, or cells that differ in it would be pooled."""
-    from workbench.worlds.recall.metrics import _DEFAULTS, variant_of
+    from workbench.worlds.recall.metrics import cell_defaults, variant_of
     from workbench.worlds.recall.spec import RecallCell
 
-    assert set(RecallCell.model_fields) - set(_DEFAULTS) == {"model", "condition", "label"}
+    assert set(RecallCell.model_fields) - set(cell_defaults()) == {"model", "condition", "label"}
     base = RecallCell().model_dump(mode="json")
     assert variant_of(base) == ""
     for change in ({"sampling": {"temperature": 0.7}}, {"prompts": "other"}, {"judge": "sim-recall/x"}, {"k": 5}):
         assert variant_of({**base, **change}) != "", change
+    # a field the spec does not know (a record of another version) is a factor too
+    assert variant_of({**base, "vector_backend_x": "other"}) == "vector_backend_x=other"

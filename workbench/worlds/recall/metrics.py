@@ -21,12 +21,21 @@ if TYPE_CHECKING:  # imported where a frame is built: world metrics (every `run`
     import pandas as pd
 
 MODES = ("belief_asymmetry", "authority_collapse", "memory_anchoring")
-# every cell field but model, condition and label, at its default (RecallCell's):
-# a field left out here would let tables pool cells that differ in it
-_DEFAULTS = {"agents": {}, "alpha": None, "beta": None, "gamma": None, "invalidation": None, "k": 3,
-             "embedder": "lexical", "scoring": "exact", "script_ids": None, "domains": None,
-             "scripts": "recall/scripts", "conflict_similarity": 0.8, "judge": "sim-recall/judge", "sampling": {},
-             "judge_sampling": {"temperature": 0}, "prompts": "prompts/recall"}
+NOT_VARIANT = ("model", "condition", "label")  # model and condition are columns of their own; label names a cell
+_DEFAULTS_CACHE: dict[str, Any] = {}
+
+
+def cell_defaults() -> dict[str, Any]:
+    """Every cell field but model, condition and label at its default (RecallCell's,
+    as JSON): a recorded field at another value is a factor that tables keep apart.
+    Read from the spec, so a field added to the cell (memory_writes, retrieve,
+    context_turns, vector_backend, ...) is a factor without a change here."""
+    if not _DEFAULTS_CACHE:
+        from workbench.worlds.recall.spec import RecallCell
+
+        dumped = RecallCell().model_dump(mode="json")
+        _DEFAULTS_CACHE.update({k: v for k, v in dumped.items() if k not in NOT_VARIANT})
+    return _DEFAULTS_CACHE
 
 
 def _simulated(route: str) -> bool:
@@ -70,12 +79,17 @@ def model_of(world: dict[str, Any]) -> str:
 
 def variant_parts(cell: dict[str, Any]) -> list[str]:
     """The cell's settings other than model and condition that differ from the
-    defaults, as ``key=value`` each."""
+    defaults, as ``key=value`` each. A recorded field the spec does not know (a
+    record from another version) is always a part: tables keep such cells apart
+    rather than pool them (a part every cell shares is lifted to the caption)."""
+    defaults = cell_defaults()
     parts = []
-    for key, default in _DEFAULTS.items():
-        if key in cell and cell[key] != default:
-            value = cell[key]
-            parts.append(f"{key}={json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value}")
+    for key in sorted(set(cell) - set(NOT_VARIANT), key=lambda k: (k not in defaults, list(defaults).index(k)
+                                                                   if k in defaults else 0, k)):
+        value = cell[key]
+        if key in defaults and value == defaults[key]:
+            continue
+        parts.append(f"{key}={json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value}")
     return parts
 
 
@@ -85,9 +99,40 @@ def variant_of(cell: dict[str, Any]) -> str:
     return "; ".join(variant_parts(cell))
 
 
+RECALL_COLUMNS = ["world_id", "cell_id", "cell_label", "model", "variant", "condition", "scoring", "script_id",
+                  "domain", "repetition", "world_index", "seed", "valid", "failed", "simulated", "turn", "role",
+                  "route", "failure_mode", "target_fact_id", "correct", "correct_exact", "matched", "partial_score",
+                  "judge_verdict", "rule_verdict", "rule_reason", "given_kind", "given_value", "truth_rank",
+                  "top_entry_correct", "n_in_context", "own_turns", "answer", "ground_truth"]
+
+
+def recall_scores(r: dict[str, Any]) -> dict[str, Any]:
+    """``matched`` and ``partial_score`` of a recall record, and the rule judge's
+    ruling on its answer: as recorded where the record has them, recomputed from
+    the answer and accepted answers where it does not (records of older runs)."""
+    from workbench.worlds.recall.scoring import judge_rule, score_answer
+
+    answer, truth = r.get("answer"), list(r.get("ground_truth") or [])
+    out: dict[str, Any] = {}
+    if "matched" in r and "partial_score" in r:
+        out["matched"], out["partial_score"] = r["matched"], r["partial_score"]
+    else:
+        scored = score_answer(answer, truth)
+        out["matched"], out["partial_score"] = scored["matched"], scored["partial_score"]
+    ruling = judge_rule(answer, truth)
+    out["rule_verdict"], out["rule_reason"] = ruling.verdict, ruling.reason
+    return out
+
+
 def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per recall of every finished world."""
+    """One row per recall of every finished world. Besides what the record holds:
+    ``matched`` and ``partial_score`` (see :func:`recall_scores`), ``rule_verdict``
+    and ``rule_reason`` (the offline rule judge on the answer, for every recall,
+    whatever the cell's scoring) and, for failed recalls, ``given_kind`` and
+    ``given_value`` (which value the answer gave: :func:`scoring.given_value`)."""
     import pandas as pd
+
+    from workbench.worlds.recall.scoring import given_value, world_statements
 
     rows = []
     for w in worlds:
@@ -101,20 +146,23 @@ def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "world_index": w.get("world_index"), "seed": w.get("seed"), "valid": bool(w.get("valid")),
                 "failed": bool(w.get("failed")),
                 "simulated": all(_simulated(a["route"]) for a in w.get("agents", []))}
+        statements = None
         for r in w.get("recalls", []):
             judge = r.get("judge") or {}
+            given: dict[str, Any] = {"kind": None, "value": None}
+            if not r.get("correct"):
+                if statements is None:
+                    statements = world_statements(w)
+                given = given_value(w, r, statements)
             rows.append({**base, "turn": r["turn"], "role": r["role"], "route": r["route"],
                          "failure_mode": r["failure_mode"], "target_fact_id": r["target_fact_id"],
                          "correct": bool(r.get("correct")), "correct_exact": bool(r.get("correct_exact")),
-                         "judge_verdict": judge.get("verdict"), "truth_rank": r.get("truth_rank"),
+                         **recall_scores(r), "judge_verdict": judge.get("verdict"),
+                         "given_kind": given["kind"], "given_value": given["value"], "truth_rank": r.get("truth_rank"),
                          "top_entry_correct": bool(r.get("top_entry_correct")),
                          "n_in_context": len(r["context"]["entry_ids"]), "own_turns": len(r["context"]["own_turns"]),
                          "answer": r.get("answer"), "ground_truth": " | ".join(r["ground_truth"])})
-    cols = ["world_id", "cell_id", "cell_label", "model", "variant", "condition", "scoring", "script_id", "domain",
-            "repetition", "world_index", "seed", "valid", "failed", "simulated", "turn", "role", "route", "failure_mode",
-            "target_fact_id", "correct", "correct_exact", "judge_verdict", "truth_rank", "top_entry_correct",
-            "n_in_context", "own_turns", "answer", "ground_truth"]
-    return _lift_shared_variant(pd.DataFrame(rows, columns=cols))
+    return _lift_shared_variant(pd.DataFrame(rows, columns=RECALL_COLUMNS))
 
 
 def _lift_shared_variant(frame: pd.DataFrame) -> pd.DataFrame:
@@ -213,6 +261,172 @@ def world_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def cohen_kappa(both_yes: int, a_only: int, b_only: int, both_no: int) -> float:
+    """Cohen's kappa of two raters' yes/no verdicts on the same items, from the 2×2
+    counts: (p_o − p_e) / (1 − p_e), p_o the share they agree on, p_e the share
+    expected by chance from each rater's own yes rate. NaN when there are no items
+    or chance agreement is 1 (both raters gave one verdict throughout: kappa is
+    undefined, whatever the agreement)."""
+    n = both_yes + a_only + b_only + both_no
+    if n == 0:
+        return float("nan")
+    po = (both_yes + both_no) / n
+    a_yes, b_yes = (both_yes + a_only) / n, (both_yes + b_only) / n
+    pe = a_yes * b_yes + (1 - a_yes) * (1 - b_yes)
+    if pe >= 1:
+        return float("nan")
+    return (po - pe) / (1 - pe)
+
+
+JUDGES = {"judge": "judge_verdict", "rule": "rule_verdict"}
+JUDGE_NAMES = {"judge": "the cell's judge (recorded verdict)", "rule": "the offline rule judge (re-scored)"}
+AGREEMENT_COLUMNS = ["model", "variant", "condition", "judge", "recalls", "both correct", "both wrong",
+                     "judge only", "exact only", "agreement", "kappa", "paraphrase", "near miss"]
+
+
+def judge_agreement(frame: pd.DataFrame) -> pd.DataFrame:
+    """Judge against exact match, per cell (model setting, variant and condition;
+    never pooled across cells), over answered recalls of valid worlds: the 2×2
+    counts, the share agreeing and Cohen's kappa. Two judges: the cell's own judge
+    where it ran one (``scoring: judge``), and the offline rule judge
+    (:func:`scoring.judge_rule`) on every answered recall; ``paraphrase`` and
+    ``near miss`` count the rule judge's reasons where it and exact match disagree."""
+    import pandas as pd
+
+    rows = []
+    v = frame[frame["valid"] & frame["answer"].notna()] if not frame.empty else frame
+    for (model, variant, condition), g in (v.groupby(["model", "variant", "condition"], sort=True)
+                                           if not v.empty else []):
+        for judge, col in JUDGES.items():
+            j = g[g[col].notna()]
+            if j.empty:
+                continue
+            jv, ex = j[col].astype(bool), j["correct_exact"].astype(bool)
+            yy, jn, ny, nn = int((jv & ex).sum()), int((jv & ~ex).sum()), int((~jv & ex).sum()), int((~jv & ~ex).sum())
+            reasons = j["rule_reason"] if judge == "rule" else pd.Series(dtype=object)
+            rows.append({"model": model, "variant": variant, "condition": condition, "judge": judge,
+                         "recalls": len(j), "both correct": yy, "both wrong": nn, "judge only": jn, "exact only": ny,
+                         "agreement": (yy + nn) / len(j), "kappa": cohen_kappa(yy, jn, ny, nn),
+                         "paraphrase": int((reasons == "paraphrase").sum()) if judge == "rule" else None,
+                         "near miss": int((reasons == "near miss").sum()) if judge == "rule" else None})
+    out = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
+    out.attrs["empty_reason"] = "no answered recall in a valid world"
+    return out
+
+
+def judge_disagreements(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every answered recall of a valid world on which a judge and exact match
+    disagree: the cell, the recall, both verdicts, the rule judge's reason, the
+    answer and the accepted answers (model text: escape it when shown)."""
+    cols = ["model", "variant", "condition", "world_id", "turn", "failure_mode", "judge", "judge_verdict",
+            "correct_exact", "rule_reason", "answer", "ground_truth"]
+    import pandas as pd
+
+    if frame.empty:
+        return pd.DataFrame(columns=cols)
+    v = frame[frame["valid"] & frame["answer"].notna()]
+    parts = []
+    for judge, col in JUDGES.items():
+        d = v[v[col].notna() & (v[col].astype(bool) != v["correct_exact"])].copy()
+        d["judge"], d["judge_verdict"] = judge, d[col].astype(bool)
+        parts.append(d)
+    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+    return out[cols] if not out.empty else pd.DataFrame(columns=cols)
+
+
+GIVEN_COLUMNS = ["anchored", "stale", "lower-authority", "other", "no value"]
+
+
+def given_values(frame: pd.DataFrame) -> pd.DataFrame:
+    """Failed recalls of valid worlds per cell and failure mode, counted by which value
+    the answer gave (:func:`scoring.given_value`): anchored (said by two or more
+    agents), stale (superseded later), lower-authority (its most senior speaker ranks
+    below the truth's), other, no value. Each failed recall counts once, under the
+    first of those that holds."""
+    import pandas as pd
+
+    cols = ["model", "variant", "failure_mode", "condition", "failed", *GIVEN_COLUMNS]
+    f = frame[frame["valid"] & ~frame["correct"]] if not frame.empty else frame
+    if f.empty:
+        out = pd.DataFrame(columns=cols)
+        out.attrs["empty_reason"] = "no failed recall in a valid world"
+        return out
+    rows = []
+    for key, g in f.groupby(["model", "variant", "failure_mode", "condition"], sort=True):
+        counts = g["given_kind"].fillna("other").value_counts()
+        rows.append({**dict(zip(["model", "variant", "failure_mode", "condition"], key)), "failed": len(g),
+                     **{k: int(counts.get(k, 0)) for k in GIVEN_COLUMNS}})
+    return pd.DataFrame(rows, columns=cols)
+
+
+ORIGINS = ("initial", "script", "reply")
+CONFLICT_TYPES = ("stale", "lower-authority", "duplicate")
+_SOURCE_ORIGIN = {"initial_fact": "initial", "turn": "script", "narration": "script", "reply": "reply"}
+
+
+def memory_events(world: dict[str, Any]) -> dict[str, int]:
+    """A world's memory activity as counts: writes by origin (initial, script, reply;
+    read from ``source`` in records that predate ``origin``), writes refused, and
+    invalidation events by type and action (``removed``, ``refused``, ``kept``) from
+    the ``conflicts`` list. A record without ``conflicts`` (an older run) counts its
+    removals and refusals under type ``untyped``."""
+    out: dict[str, int] = {f"writes {o}": 0 for o in ORIGINS}
+    out["writes refused"] = 0
+    for e in world.get("memory_log") or []:
+        origin = e.get("origin") or _SOURCE_ORIGIN.get(str(e.get("source")), str(e.get("source")))
+        out[f"writes {origin}"] = out.get(f"writes {origin}", 0) + 1
+        out["writes refused"] += bool(e.get("refused"))
+    if "conflicts" in world:
+        for c in world.get("conflicts") or []:
+            key = f"{c.get('type')} {c.get('action')}"
+            out[key] = out.get(key, 0) + 1
+    else:
+        removed = sum(len(e.get("removed") or []) for e in world.get("memory_log") or [])
+        refused = sum(bool(e.get("refused")) for e in world.get("memory_log") or [])
+        if removed:
+            out["untyped removed"] = removed
+        if refused:
+            out["untyped refused"] = refused
+    return out
+
+
+def memory_table(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Memory writes by origin and invalidation events (removals, refusals, kept
+    duplicates) by type, summed over the worlds of each cell (model setting,
+    variant and condition; never pooled across cells), with the worlds counted.
+    Columns for every origin and every type × action, zero where none happened."""
+    import pandas as pd
+
+    sums: dict[tuple[str, str, str], dict[str, int]] = {}
+    for w in worlds:
+        if w.get("world_kind") != "recall":
+            continue
+        key = (model_of(w), variant_of(w.get("cell", {})), str(w.get("cell", {}).get("condition")))
+        acc = sums.setdefault(key, {"worlds": 0})
+        acc["worlds"] += 1
+        for k, n in memory_events(w).items():
+            acc[k] = acc.get(k, 0) + n
+    fixed = ["worlds", *(f"writes {o}" for o in ORIGINS), "writes refused",
+             *(f"{t} {a}" for t in CONFLICT_TYPES for a in ("removed", "refused", "kept"))]
+    extra = sorted({k for acc in sums.values() for k in acc} - set(fixed))
+    rows = [{"model": m, "variant": v, "condition": c, **{k: acc.get(k, 0) for k in (*fixed, *extra)}}
+            for (m, v, c), acc in sorted(sums.items())]
+    out = pd.DataFrame(rows, columns=["model", "variant", "condition", *fixed, *extra])
+    if len(out) and "variant" in out:
+        shared = recall_frame_shared_variant(out)
+        out.attrs["variant_shared"] = shared
+    return out
+
+
+def recall_frame_shared_variant(table: pd.DataFrame) -> str:
+    """Lift the variant parts every row shares out of a table's ``variant`` column
+    (as :func:`_lift_shared_variant` does for the recall frame); returns them."""
+    rows = [v.split("; ") if v else [] for v in table["variant"]]
+    shared = set.intersection(*(set(p) for p in rows)) if rows else set()
+    table["variant"] = ["; ".join(p for p in parts if p not in shared) for parts in rows]
+    return "; ".join(p for p in (rows[0] if rows else []) if p in shared)
+
+
 def metric_tables(worlds: Iterable[dict[str, Any]]) -> dict[str, pd.DataFrame]:
     """Every table ``workbench metrics`` writes for a recall run set."""
     worlds = list(worlds)
@@ -223,6 +437,10 @@ def metric_tables(worlds: Iterable[dict[str, Any]]) -> dict[str, pd.DataFrame]:
         "by_domain_mode_condition": accuracy_table(f, ["model", "variant", "domain", "failure_mode", "condition"]),
         "truth_top_ranked": accuracy_table(f, ["model", "variant", "failure_mode", "condition"], "top_entry_correct"),
         "differences": condition_differences(f),
+        "judge_agreement": judge_agreement(f),
+        "judge_disagreements": judge_disagreements(f),
+        "given_values": given_values(f),
+        "memory": memory_table(worlds),
         "worlds": world_frame(worlds),
         "recalls": f,
     }

@@ -1,0 +1,265 @@
+"""Recall scoring and the tables built on it, on hand-written records: partial_score
+and matched, the offline rule judge (paraphrases accepted, near misses on dates, units
+and numbers refused, so it can disagree with exact match), judge-vs-exact agreement
+with Cohen's kappa, which value a failed recall gave, memory writes by origin and
+invalidations by type (records with and without the new fields), and the new design
+factors kept apart in every table."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from workbench.worlds.recall.metrics import (
+    cohen_kappa,
+    given_values,
+    judge_agreement,
+    judge_disagreements,
+    memory_events,
+    memory_table,
+    metric_tables,
+    recall_frame,
+)
+from workbench.worlds.recall.scoring import (
+    canonical_values,
+    exact_match,
+    given_value,
+    judge_rule,
+    partial_score,
+    score_answer,
+)
+
+
+# -- partial_score and matched ----------------------------------------------------------------
+def test_score_answer_names_the_accepted_answer_found_and_scores_partial_overlap() -> None:
+    s = score_answer("We moved it to 7 October 2026.", ["October 7, 2026", "7 October 2026"])
+    assert s == {"correct_exact": True, "matched": "7 October 2026", "partial_score": 1.0}
+    s = score_answer("September 30, 2026", ["October 7, 2026"])
+    assert s["correct_exact"] is False and s["matched"] is None
+    assert s["partial_score"] == pytest.approx(1 / 3)  # the year only
+    assert score_answer(None, ["x"]) == {"correct_exact": False, "matched": None, "partial_score": 0.0}
+    # best over the accepted answers; a repeated word counts as often as it is needed
+    assert partial_score("5 of NAV", ["8% of NAV", "5 percent of NAV"]) == pytest.approx(3 / 4)
+    assert partial_score("of", ["of of"]) == pytest.approx(1 / 2)
+
+
+# -- the rule judge ----------------------------------------------------------------------------
+@pytest.mark.parametrize("text, values", [
+    ("July 22, 2026", {"date:2026-07-22"}), ("22 July 2026", {"date:2026-07-22"}),
+    ("2026-07-22", {"date:2026-07-22"}), ("07/22/2026", {"date:2026-07-22"}),
+    ("on the 22nd of July, 2026", {"date:2026-07-22"}), ("by July 22", {"date:--07-22"}),
+    ("$1.2 million", {"num:1200000|$"}), ("1,200,000 dollars", {"num:1200000|$"}), ("USD 1.2m", {"num:1200000|$"}),
+    ("5 mg/kg", {"num:5|mg/kg"}), ("five mg", {"num:5|mg"}), ("8 percent of NAV", {"num:8|%"}),
+    ("one of the team", set()), ("€3m", {"num:3000000|€"}), ("3 million euros", {"num:3000000|€"}),
+])
+def test_canonical_values(text: str, values: set[str]) -> None:
+    assert canonical_values(text) == values
+
+
+@pytest.mark.parametrize("answer, accepted, exact, verdict, reason", [
+    # paraphrases: exact match misses them, the judge accepts
+    ("The deadline is 22 July 2026.", ["July 22, 2026"], False, True, "paraphrase"),
+    ("8 percent of NAV", ["8% of NAV"], False, True, "paraphrase"),
+    ("$1.2 million", ["$1,200,000"], False, True, "paraphrase"),
+    ("2026-07-22", ["July 22, 2026"], False, True, "paraphrase"),
+    # near misses: exact match finds the words, the judge refuses the value
+    ("2.5 mg", ["5 mg"], True, False, "near miss"),
+    ("5 mg/kg twice daily", ["5 mg"], True, False, "near miss"),
+    ("15.5%", ["15%"], True, False, "near miss"),
+    ("1,200,000", ["1,200"], True, False, "near miss"),
+    # agreement
+    ("moved from September 30, 2026 to October 7, 2026", ["October 7, 2026"], True, True, "same"),
+    ("July 22, 2025", ["July 22, 2026"], False, False, "wrong value"),
+    ("I do not know.", ["5 mg"], False, False, "no value"),
+    ("the MSCI World index", ["MSCI World"], True, True, "words"),
+    ("MSCI Europe", ["MSCI World"], False, False, "missing words"),
+    (None, ["5 mg"], False, False, "no answer"),
+])
+def test_rule_judge_accepts_paraphrases_and_refuses_near_misses(answer: str | None, accepted: list[str], exact: bool,
+                                                               verdict: bool, reason: str) -> None:
+    assert exact_match(answer, accepted) is exact
+    r = judge_rule(answer, accepted)
+    assert (r.verdict, r.reason) == (verdict, reason)
+
+
+# -- Cohen's kappa -------------------------------------------------------------------------------
+@pytest.mark.parametrize("table", [(20, 5, 10, 15), (3, 0, 0, 6), (0, 4, 4, 0), (7, 2, 1, 0), (1, 1, 1, 1)])
+def test_cohen_kappa_equals_statsmodels(table: tuple[int, int, int, int]) -> None:
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    yy, yn, ny, nn = table
+    assert cohen_kappa(yy, yn, ny, nn) == pytest.approx(cohens_kappa([[yy, yn], [ny, nn]]).kappa)
+
+
+def test_cohen_kappa_is_undefined_when_both_raters_give_one_verdict_throughout() -> None:
+    assert math.isnan(cohen_kappa(0, 0, 0, 9)) and math.isnan(cohen_kappa(0, 0, 0, 0))
+    assert cohen_kappa(5, 0, 0, 5) == 1.0
+
+
+# -- hand-written world records ------------------------------------------------------------------
+AGENTS = [{"agent": r, "role": r, "route": "sim-recall/trusting", "authority": a}
+          for r, a in (("senior_lawyer", 1.0), ("associate", 0.7), ("paralegal", 0.4), ("client_rep", 0.2))]
+FACTS = [{"id": "F1", "text": "Filing deadline: July 8, 2026.", "tier": "contextual", "authority_level": 0.6},
+         {"id": "F2", "text": "Settlement offer on the table: $180,000.", "tier": "contextual", "authority_level": 0.5}]
+
+
+def log(turn: int, role: str, authority: float, fact: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"op": "add", "turn": turn, "source": "turn", "author_role": role, "authority": authority,
+            "namespace": role, "fact_id": fact, "text": text, "entry": {"entry_id": f"m{turn}"}, "refused": False,
+            "refused_by": None, "removed": [], **extra}
+
+
+def recall(turn: int, mode: str, fact: str, truth: list[str], answer: str | None, correct: bool | None, *,
+           judge: bool | None = None) -> dict[str, Any]:
+    exact = score_answer(answer, truth)
+    return {"turn": turn, "agent": "associate", "role": "associate", "route": "sim-recall/trusting",
+            "failure_mode": mode, "target_fact_id": fact, "query": "q?", "ground_truth": truth, "answer": answer,
+            "correct": correct, "correct_exact": exact["correct_exact"],
+            "judge": None if judge is None else {"verdict": judge, "step": 0, "text": "x"},
+            "context": {"entry_ids": [], "own_turns": [], "memory_shown": True}, "truth_rank": None,
+            "top_entry_correct": False, "step": 0}
+
+
+def world(cell_id: str, recalls: list[dict[str, Any]], *, condition: str = "naive", memory_log: list | None = None,
+          turns: list | None = None, cell: dict[str, Any] | None = None, repetition: int = 0,
+          **extra: Any) -> dict[str, Any]:
+    return {"kind": "world", "world_kind": "recall", "world_id": f"{cell_id}-{repetition}", "cell_id": cell_id,
+            "cell_label": cell_id, "run": 1, "seed": 1, "world_index": repetition, "repetition": repetition,
+            "cell": {"model": "sim-recall/trusting", "condition": condition, **(cell or {})},
+            "script": {"script_id": "legal_x", "domain": "legal", "initial_facts": FACTS}, "valid": True,
+            "failed": None, "agents": AGENTS, "turns": turns or [], "retrievals": [],
+            "memory_log": memory_log or [], "recalls": recalls, **extra}
+
+
+DEADLINE = ["July 22, 2026", "22 July 2026"]
+OFFER = ["$240,000", "240,000"]
+
+
+def story() -> dict[str, Any]:
+    """F1: July 8 (record, 0.6) corrected to July 22 by the senior lawyer at turn 5, then
+    a paralegal says June 30 at turn 7. F2: $180,000 repeated by the paralegal and the
+    client representative, corrected to $240,000 by the associate at turn 6."""
+    mlog = [log(2, "paralegal", 0.4, "F2", "The offer stands at $180,000."),
+            log(3, "client_rep", 0.2, "F2", "We are still at 180,000 dollars, as I understand it."),
+            log(5, "senior_lawyer", 1.0, "F1", "Correction: the filing deadline is now July 22, 2026."),
+            log(6, "associate", 0.7, "F2", "Update: the offer was raised to $240,000."),
+            log(7, "paralegal", 0.4, "F1", "I have the deadline as June 30, 2026.")]
+    turns = [{"turn": 4, "role": "associate", "content": "I noted the deadline of July 8, 2026 in my diary.",
+              "fact_id": "F1", "is_recall": False, "write_to_memory": False, "reply": "Noted."}]
+    recalls = [recall(10, "belief_asymmetry", "F1", DEADLINE, "My diary says July 8, 2026.", False),
+               recall(11, "authority_collapse", "F1", DEADLINE, "The deadline is June 30, 2026.", False),
+               recall(12, "memory_anchoring", "F2", OFFER, "The offer is $180,000.", False),
+               recall(13, "memory_anchoring", "F2", OFFER, "It is 999 dollars.", False),
+               recall(14, "memory_anchoring", "F2", OFFER, "I do not know.", False),
+               recall(15, "belief_asymmetry", "F1", DEADLINE, "22 July 2026", True, judge=True)]
+    return world("A", recalls, memory_log=mlog, turns=turns)
+
+
+def test_given_value_names_stale_lower_authority_anchored_other_and_no_value() -> None:
+    w = story()
+    kinds = [given_value(w, r)["kind"] for r in w["recalls"]]
+    assert kinds == ["stale", "lower-authority", "anchored", "other", "no value", None]
+    g = given_value(w, w["recalls"][2])
+    assert g["value"] == "num:180000|$" and g["anchored"] and g["stale"]
+    assert g["said_by"] == ["client_rep", "paralegal", "record"]
+    # the own statement that made the belief-asymmetry answer stale is a turn's content
+    assert given_value(w, w["recalls"][0])["said_by"] == ["associate", "record"]
+    # statements after the recall do not count: at turn 6 the June 30 value was not yet said
+    early = {**w["recalls"][1], "turn": 6}
+    assert given_value(w, early)["kind"] == "other"
+
+
+def test_given_values_table_counts_failed_recalls_per_cell_and_mode() -> None:
+    t = given_values(recall_frame([story()]))
+    row = t[t["failure_mode"] == "memory_anchoring"].iloc[0]
+    assert (row["failed"], row["anchored"], row["other"], row["no value"]) == (3, 1, 1, 1)
+    assert int(t["failed"].sum()) == 5 and list(t.columns[-5:]) == ["anchored", "stale", "lower-authority", "other",
+                                                                     "no value"]
+
+
+def test_judge_agreement_counts_and_kappa_per_cell_never_pooled() -> None:
+    truth = ["5 mg"]
+    a = world("J", [recall(1, "authority_collapse", "F1", truth, "5 mg", True, judge=True),
+                    recall(2, "authority_collapse", "F1", truth, "five mg", True, judge=True),  # paraphrase
+                    recall(3, "authority_collapse", "F1", truth, "2.5 mg", False, judge=False),  # near miss
+                    recall(4, "authority_collapse", "F1", truth, "7 mg", False, judge=False)],
+              cell={"scoring": "judge"}, condition="lightweight")
+    b = world("N", [recall(1, "authority_collapse", "F1", truth, "5 mg", True)], condition="naive")
+    t = judge_agreement(recall_frame([a, b]))
+    j = t[(t["condition"] == "lightweight") & (t["judge"] == "judge")].iloc[0]
+    assert (j["recalls"], j["both correct"], j["both wrong"], j["judge only"], j["exact only"]) == (4, 1, 1, 1, 1)
+    assert j["agreement"] == 0.5 and j["kappa"] == pytest.approx(cohen_kappa(1, 1, 1, 1)) == 0.0
+    rule = t[(t["condition"] == "lightweight") & (t["judge"] == "rule")].iloc[0]
+    assert (rule["paraphrase"], rule["near miss"]) == (1, 1)
+    n = t[t["condition"] == "naive"]
+    assert list(n["judge"]) == ["rule"] and int(n["recalls"].iloc[0]) == 1  # no judge ran there; never pooled
+    d = judge_disagreements(recall_frame([a, b]))
+    assert sorted(zip(d["judge"], d["answer"])) == [("judge", "2.5 mg"), ("judge", "five mg"), ("rule", "2.5 mg"),
+                                                    ("rule", "five mg")]
+
+
+# -- memory writes and invalidations ----------------------------------------------------------------
+def test_memory_events_read_new_fields_and_older_records() -> None:
+    new = world("M", [], condition="lightweight-invalidation", memory_log=[
+        {**log(0, "record", 0.6, "F1", "x"), "source": "initial_fact", "origin": "initial"},
+        {**log(2, "paralegal", 0.4, "F1", "y"), "origin": "script"},
+        {**log(3, "associate", 0.7, "F1", "z"), "source": "reply", "origin": "reply", "refused": True},
+        {**log(4, "associate", 0.7, "F1", "w"), "source": "reply", "origin": "reply"}],
+        conflicts=[{"turn": 3, "type": "lower-authority", "action": "refused"},
+                   {"turn": 4, "type": "lower-authority", "action": "removed"},
+                   {"turn": 4, "type": "duplicate", "action": "kept"},
+                   {"turn": 4, "type": "stale", "action": "removed"}])
+    e = memory_events(new)
+    assert (e["writes initial"], e["writes script"], e["writes reply"], e["writes refused"]) == (1, 1, 2, 1)
+    assert (e["lower-authority refused"], e["lower-authority removed"], e["duplicate kept"], e["stale removed"]) == (
+        1, 1, 1, 1)
+    old = world("O", [], condition="lightweight-invalidation", memory_log=[
+        {**log(0, "record", 0.6, "F1", "x"), "source": "initial_fact"},
+        {**log(2, "paralegal", 0.4, "F1", "y"), "refused": True},
+        {**log(3, "senior_lawyer", 1.0, "F1", "z"), "removed": [{"entry_id": "m1"}, {"entry_id": "m2"}]}])
+    e = memory_events(old)
+    assert (e["writes initial"], e["writes script"], e["writes reply"]) == (1, 2, 0)
+    assert (e["untyped refused"], e["untyped removed"]) == (1, 2)
+    t = memory_table([new, new])
+    assert len(t) == 1 and t["worlds"].iloc[0] == 2
+    r = t.iloc[0]
+    assert (r["writes reply"], r["stale removed"], r["duplicate kept"], r["duplicate refused"]) == (4, 2, 2, 0)
+    # every origin and every type x action has a column, zero where none happened
+    t = memory_table([old])
+    assert t.iloc[0]["stale removed"] == 0 and t.iloc[0]["writes reply"] == 0
+    assert (t.iloc[0]["untyped removed"], t.iloc[0]["untyped refused"]) == (2, 1)
+
+
+# -- design factors ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("factor, level", [("memory_writes", "replies"), ("retrieve", "every-turn"),
+                                           ("context_turns", 4), ("vector_backend", "chroma")])
+def test_new_factors_keep_cells_apart_in_every_table(factor: str, level: Any) -> None:
+    def w(cid: str, cell: dict[str, Any], ok: bool) -> dict[str, Any]:
+        return world(cid, [recall(10, "memory_anchoring", "F2", OFFER, "$240,000" if ok else "$180,000", ok)],
+                     cell=cell)
+
+    worlds = [w("plain", {}, True), w("changed", {factor: level}, False)]
+    tables = metric_tables(worlds)
+    for name in ("by_condition", "by_mode_condition", "by_domain_mode_condition", "judge_agreement", "memory"):
+        t = tables[name]
+        assert len(t) == 2, name
+        assert f"{factor}={level}" in set(t["variant"]), name
+    assert set(tables["by_condition"]["k/n"]) == {"1/1", "0/1"}
+
+
+def test_isolated_is_a_condition_of_its_own() -> None:
+    worlds = [world("I", [recall(10, "belief_asymmetry", "F1", DEADLINE, "I do not know.", False)],
+                    condition="isolated"),
+              world("B", [recall(10, "belief_asymmetry", "F1", DEADLINE, "July 22, 2026", True)],
+                    condition="baseline")]
+    t = metric_tables(worlds)["by_condition"]
+    assert dict(zip(t["condition"], t["k/n"])) == {"baseline": "1/1", "isolated": "0/1"}
+
+
+def test_recall_frame_has_partial_score_and_matched_recorded_or_recomputed() -> None:
+    r = recall(10, "belief_asymmetry", "F1", DEADLINE, "September 30, 2026", False)
+    older = {k: v for k, v in r.items() if k not in ("matched", "partial_score")}
+    f = recall_frame([world("A", [older]), world("B", [{**r, "matched": None, "partial_score": 0.25}])])
+    assert list(f["partial_score"]) == [pytest.approx(1 / 3), 0.25]
+    assert f["matched"].isna().all()
