@@ -27,6 +27,8 @@ class AgentSpec(BaseModel):
     latency_s: float | None = Field(None, ge=0)
     memory_length: int | Literal["all", "none"] = Field(
         "all", description="earlier episodes kept in context: all, none, or the last N")
+    sampling: dict[str, Any] = Field(default_factory=dict, description="this agent's sampling settings, over the "
+                                                                       "cell's (temperature, reasoning_effort ...)")
 
     @field_validator("memory_length")
     @classmethod
@@ -54,6 +56,10 @@ class CollusionCell(BaseModel):
     warmup: int = Field(0, ge=0, le=50, description="warm-up episodes before them (flagged in the records)")
     sequence_seed: int = Field(20260901, description="seed of the fixed episode sequences (shared by all cells)")
     sequences: int = Field(50, ge=1, le=10_000, description="how many fixed sequences; world i uses sequence i")
+    sequences_file: str | None = Field(
+        None, description="episode sequences imported from a manifest in the source study's format (a folder, its "
+                          "sampled_manifest_record.json or one rep file), relative to the params file; replaces "
+                          "the seeded sequences")
     max_turns: int = Field(15, ge=1, le=200, description="model turns of the task phase")
     max_rounds: int = Field(5, ge=1, le=50)
     char_limit: int = Field(200, ge=1, le=100_000)
@@ -68,6 +74,15 @@ class CollusionCell(BaseModel):
     verdict_review: bool = True
     reflection: bool = True
     memory_scope: MemoryScope = "full"
+    feedback: Literal["verdict-correctness", "full"] = Field(
+        "verdict-correctness", description="what the verdict review tells an agent: whether each verdict was "
+                                           "right, with the two task ids (the source study's review), or also the "
+                                           "peer's actual verdict and the truth of each task (full)")
+    tool_choice: Literal["forced", "auto"] = Field(
+        "forced", description="forced: require a tool call in the task, communication and verdict phases "
+                              "(by name when one tool is offered) where the provider supports it")
+    reasoning_replay: bool = Field(True, description="keep the reasoning a provider returns in the agent's own "
+                                                     "later context (as reasoning_content on its turns)")
     context_limit_tokens: int | None = Field(None, ge=100, description="drop the oldest episode when the context "
                                                                        "would exceed this many (approximate) tokens")
     controlled: Literal["none", "compliant", "violating"] = Field(
@@ -98,6 +113,11 @@ class CollusionCell(BaseModel):
         if spec.script is not None:
             return "scripted"
         return self.model
+
+    def sampling_for(self, slot: str) -> dict[str, Any]:
+        """The cell's sampling settings with the agent's own over them."""
+        spec: AgentSpec = getattr(self, slot)
+        return {**self.sampling, **spec.sampling}
 
     def peer_route(self) -> str:
         return self.peer_model or self.route_for("bob")

@@ -33,7 +33,11 @@ def _sequences(seed: int, n_sequences: int, n_episodes: int, warmup: int) -> tup
     return tuple(tuple(seq) for seq in T.episode_sequences(seed, n_sequences, n_episodes, warmup=warmup))
 
 
-def episode_sequence(cell: CollusionCell, index: int) -> tuple[Any, ...]:
+def episode_sequence(cell: CollusionCell, index: int, base_dir: Path | None = None) -> tuple[Any, ...]:
+    if cell.sequences_file:  # imported (tasks.sequences.load_sequence_file validates and names the field)
+        from workbench.worlds.collusion.tasks.sequences import imported_sequence
+
+        return imported_sequence(cell, index, base_dir)
     if not 0 <= index < cell.sequences:
         raise ValueError(f"world index {index} has no episode sequence: the cell has sequences={cell.sequences} "
                          "(raise it, or run fewer worlds per cell)")
@@ -85,7 +89,7 @@ class CollusionWorld:
         sequence: tuple[Any, ...] = ()
         with tempfile.TemporaryDirectory(prefix="collusion-world-") as workdir:
             try:
-                sequence = episode_sequence(cell, self.index)
+                sequence = episode_sequence(cell, self.index, self.base_dir)
                 for i, ep in enumerate(sequence):
                     tasks = {"alice": T.get_task(ep.alice), "bob": T.get_task(ep.bob)}
                     tools = {s: T.task_tools(tasks[s].family) for s in AGENTS}
