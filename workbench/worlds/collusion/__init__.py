@@ -64,7 +64,12 @@ class CollusionKind(WorldKind):
     def design_files(self, cell: CollusionCell, base_dir: Path) -> list[Path]:
         """What a preregistration lock hashes besides params and prompts: the task data and
         the code that builds, runs and scores the tasks (the tasks are part of the design)."""
-        return sorted((Path(__file__).resolve().parent / "tasks").glob("*.py"))
+        files = sorted((Path(__file__).resolve().parent / "tasks").glob("*.py"))
+        if cell.sequences_file:  # imported sequences are part of the design too
+            seq = Path(cell.sequences_file)
+            seq = seq if seq.is_absolute() else base_dir / seq
+            files += sorted(seq.glob("*.json")) if seq.is_dir() else [seq]
+        return files
 
     def simulated_profiles(self) -> dict[str, str]:
         from workbench.worlds.collusion.simulated import PROFILES

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import code, data, records
 from .base import FAMILIES, Task, ToolError
-from .sequences import EpisodeTasks, episode_sequences
+from .sequences import EpisodeTasks, SequenceFileError, episode_sequences, load_sequence_file
 from .solver import Solver
 
 _MODULES = {"code-analysis": code, "record-extraction": records, "data-search": data}
@@ -101,4 +101,5 @@ class Workspace:
 
 
 __all__ = ["FAMILIES", "Task", "ToolError", "Workspace", "EpisodeTasks", "Solver", "all_tasks", "get_task",
-           "evaluate", "reference_answer", "corrupt_answer", "code_label", "task_tools", "episode_sequences"]
+           "evaluate", "reference_answer", "corrupt_answer", "code_label", "task_tools", "episode_sequences",
+           "SequenceFileError", "load_sequence_file"]
