@@ -80,3 +80,39 @@ def test_report_and_explorer_notebooks_execute(tmp_path: Path) -> None:
     nb = json.loads(executed.read_text(encoding="utf-8"))
     outputs = json.dumps([c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code"])
     assert "legal_test_01" in outputs and "Traceback" not in outputs
+
+
+def test_judge_value_and_memory_tables_escape_answers_and_show_per_cell(tmp_path: Path) -> None:
+    """The report's judge, given-value and memory tables, built from hand-written records
+    (a judge that disagrees with exact match on a paraphrase and a near miss; answers
+    carrying markup): every answer escaped, one row per cell and judge."""
+    from tests.test_recall_scoring import recall, world
+    from workbench.records import RunRecords
+    from workbench.worlds.recall.views import RecallReport
+
+    truth = ["5 mg"]
+    judged = world("J", [recall(10, "authority_collapse", "F1", truth, f"{XSS} five mg", True, judge=True),
+                         recall(11, "authority_collapse", "F1", truth, f"{XSS} 2.5 mg", False, judge=False),
+                         recall(12, "memory_anchoring", "F1", truth, "7 mg", False, judge=False)],
+                   condition="lightweight", cell={"scoring": "judge"},
+                   memory_log=[{"op": "add", "turn": 3, "source": "reply", "origin": "reply", "author_role": "paralegal",
+                                "authority": 0.4, "namespace": None, "fact_id": "F1", "text": f"{XSS} 7 mg",
+                                "entry": None, "refused": True, "refused_by": "m1", "removed": []}],
+                   conflicts=[{"turn": 3, "type": "lower-authority", "action": "refused"}])
+    plain = world("N", [recall(10, "authority_collapse", "F1", truth, "5 mg", True)], condition="naive",
+                  memory_log=[{"op": "add", "turn": 0, "source": "initial_fact", "author_role": "record",
+                               "authority": 1.0, "namespace": None, "fact_id": "F1", "text": "5 mg",
+                               "entry": {"entry_id": "m0"}, "refused": False, "refused_by": None, "removed": []}])
+    r = RecallReport(RunRecords(dir=tmp_path, manifest={}, worlds=[judged, plain], steps={}, problems=[]))
+    sections = r.sections()
+    assert all(sections[k].applies for k in ("judges", "values", "memory"))
+    agree = r.tables["judge_agreement"]
+    assert sorted(zip(agree["condition"], agree["judge"])) == [("lightweight", "judge"), ("lightweight", "rule"),
+                                                               ("naive", "rule")]
+    for name in ("judge_agreement", "judge_disagreements", "given_values", "memory", "recalls"):
+        html = r.table(name).data
+        assert XSS not in html, name
+    dis = r.table("judge_disagreements").data
+    assert "&lt;script&gt;" in dis and "paraphrase" in dis and "near miss" in dis
+    mem = r.table("memory").data
+    assert "lower-authority refused" in mem and "None in any cell" in mem and "writes reply" in mem

@@ -289,8 +289,10 @@ def judge_agreement(frame: pd.DataFrame) -> pd.DataFrame:
     never pooled across cells), over answered recalls of valid worlds: the 2×2
     counts, the share agreeing and Cohen's kappa. Two judges: the cell's own judge
     where it ran one (``scoring: judge``), and the offline rule judge
-    (:func:`scoring.judge_rule`) on every answered recall; ``paraphrase`` and
-    ``near miss`` count the rule judge's reasons where it and exact match disagree."""
+    (:func:`scoring.judge_rule`) on every answered recall. ``paraphrase`` and
+    ``near miss``: of the recalls where this judge and exact match disagree, those
+    the rule judge reads as a paraphrase (the accepted value in other words) or as
+    a near miss (the accepted words, another date, number or unit)."""
     import pandas as pd
 
     rows = []
@@ -303,12 +305,12 @@ def judge_agreement(frame: pd.DataFrame) -> pd.DataFrame:
                 continue
             jv, ex = j[col].astype(bool), j["correct_exact"].astype(bool)
             yy, jn, ny, nn = int((jv & ex).sum()), int((jv & ~ex).sum()), int((~jv & ex).sum()), int((~jv & ~ex).sum())
-            reasons = j["rule_reason"] if judge == "rule" else pd.Series(dtype=object)
+            reasons = j.loc[jv != ex, "rule_reason"]  # the rule's reading of this judge's disagreements
             rows.append({"model": model, "variant": variant, "condition": condition, "judge": judge,
                          "recalls": len(j), "both correct": yy, "both wrong": nn, "judge only": jn, "exact only": ny,
                          "agreement": (yy + nn) / len(j), "kappa": cohen_kappa(yy, jn, ny, nn),
-                         "paraphrase": int((reasons == "paraphrase").sum()) if judge == "rule" else None,
-                         "near miss": int((reasons == "near miss").sum()) if judge == "rule" else None})
+                         "paraphrase": int((reasons == "paraphrase").sum()),
+                         "near miss": int((reasons == "near miss").sum())})
     out = pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
     out.attrs["empty_reason"] = "no answered recall in a valid world"
     return out

@@ -224,7 +224,11 @@ LABELS = {"failure_mode": "failure mode", "k/n": "accuracy", "p_mcnemar": "p (ex
 TITLES = {"by_condition": "Accuracy by condition", "by_mode_condition": "Accuracy by failure mode and condition",
           "by_domain_mode_condition": "Accuracy by domain, failure mode and condition",
           "differences": "Differences from the reference condition, per failure mode",
-          "truth_top_ranked": "Top-ranked entry states an accepted answer"}
+          "truth_top_ranked": "Top-ranked entry states an accepted answer",
+          "judge_agreement": "Judge against exact match, per cell",
+          "judge_disagreements": "Recalls on which a judge and exact match disagree",
+          "given_values": "Failed recalls by the value they gave",
+          "memory": "Memory writes by origin; invalidations by type and action"}
 CAPTIONS = {
     "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals.",
     "by_mode_condition": "One row per model setting, failure mode and condition: recalls of valid worlds, 95 % "
@@ -234,9 +238,43 @@ CAPTIONS = {
     "differences": "One row per condition against the reference, per model setting and failure mode; Newcombe 95 % "
                    "interval; exact McNemar over recalls paired by script, repetition and turn; no correction.",
     "truth_top_ranked": "Recalls of valid worlds whose first retrieved entry states an accepted answer.",
+    "judge_agreement": "One row per cell (model setting, variant, condition) and judge, over answered recalls of "
+                       "valid worlds; never pooled across cells. judge: the cell's own judge (scoring: judge; its "
+                       "recorded verdicts) or rule (the offline rule judge, re-scored from each answer: dates and "
+                       "quantities compared as values). Counts of the 2x2 table against exact match, the share "
+                       "agreeing and Cohen's kappa (blank when both gave one verdict throughout). paraphrase and "
+                       "near miss: of the disagreements, those the rule reads as the accepted value in other words, "
+                       "or as the accepted words with another date, number or unit.",
+    "judge_disagreements": "Every answered recall of a valid world on which a judge and exact match disagree "
+                           "(answers are model text, shown escaped).",
+    "given_values": "Failed recalls of valid worlds per cell and failure mode, by the value the answer gave, read "
+                    "from the world record: anchored (said by two or more agents before the recall), stale (said "
+                    "before the last statement of the accepted value: superseded), lower-authority (its most "
+                    "senior speaker ranks below the accepted value's), other (a value no statement about the fact "
+                    "gave), no value (no date or quantity, and no statement repeated). Each failed recall counts "
+                    "once, under the first that holds, in that order.",
+    "memory": "Summed over the worlds of each cell (never pooled across cells): memory writes by origin (initial "
+              "facts, scripted turns, agents' replies) and writes refused; invalidation events by type (stale, "
+              "lower-authority, duplicate) and action (removed, refused, kept). Runs recorded before types existed "
+              "count their removals and refusals as untyped.",
     "headline": "One row per condition against the reference condition, per model setting, over all recalls of "
                 "valid worlds; Newcombe 95 % interval; exact McNemar over paired recalls; no correction.",
 }
+
+
+MAX_DISAGREEMENTS = 40
+
+
+def memory_view(table: pd.DataFrame, caption: str) -> tuple[pd.DataFrame, str]:
+    """The memory table for a reader: invalidation columns that are zero in every row
+    left out, and named in the caption (so a reader knows they were counted)."""
+    from workbench.worlds.recall.metrics import CONFLICT_TYPES
+
+    counted = [c for c in table.columns if c.split(" ")[0] in (*CONFLICT_TYPES, "untyped")]
+    zero = [c for c in counted if not table[c].astype(bool).any()]
+    if zero:
+        caption += f" None in any cell: {', '.join(zero)}."
+    return table.drop(columns=zero), caption
 
 
 @dataclass
@@ -262,10 +300,18 @@ class RecallReport(RunReport):
         from IPython.display import HTML
 
         t = self.tables[name]
+        caption = CAPTIONS.get(name, "")
+        constant = self.shared_settings
         if name == "differences":
             t = self.contrasts(all_modes=False)
-        return HTML(readable_html(t, caption=CAPTIONS.get(name, ""), title=TITLES.get(name, name), labels=LABELS,
-                                  keep=("condition",), constant=self.shared_settings))
+        elif name == "memory":
+            t, caption = memory_view(t, caption)
+            constant = str(self.tables[name].attrs.get("variant_shared") or "")
+        elif name == "judge_disagreements" and len(t) > MAX_DISAGREEMENTS:
+            caption += f" The first {MAX_DISAGREEMENTS} of {len(t)} shown; all are in the metrics table."
+            t = t.head(MAX_DISAGREEMENTS)
+        return HTML(readable_html(t, caption=caption, title=TITLES.get(name, name), labels=LABELS,
+                                  keep=("condition",), constant=constant))
 
     @property
     def shared_settings(self) -> str:
@@ -322,7 +368,7 @@ class RecallReport(RunReport):
             display(self.table("by_condition"))
 
         domains = self.frame["domain"].nunique() if len(self.frame) else 0
-        memory = bool(len(self.frame)) and bool((self.frame["condition"] != "baseline").any())
+        memory = any((w.get("retrieval") or {}).get("memory") or w.get("memory_log") for w in self.records.worlds)
         return {
             "accuracy": Section(
                 "Accuracy by failure mode and condition",
@@ -338,6 +384,20 @@ class RecallReport(RunReport):
             "ranking": Section("Was the right entry ranked first?",
                                "Share of recalls whose top retrieved entry states an accepted answer.",
                                lambda: display(self.table("truth_top_ranked")), applies=memory),
+            "judges": Section(
+                "Judges against exact match",
+                "Each judge's verdicts against exact (normalised substring) match on the same answers, per cell. "
+                "The rule judge re-scores every answer offline; a cell scored by a judge also shows its own.",
+                self._show_judges, applies=bool(len(self.tables["judge_agreement"]))),
+            "values": Section(
+                "Which value the failed recalls gave",
+                "For each failed recall, where its value came from in the world: repeated by several agents, "
+                "superseded, said by a less senior role, or none of these.",
+                lambda: display(self.table("given_values")), applies=bool(len(self.tables["given_values"]))),
+            "memory": Section(
+                "Memory writes and invalidations",
+                "What each cell wrote to shared memory, by origin, and what invalidation removed, refused or kept, "
+                "by type.", lambda: display(self.table("memory")), applies=memory and bool(len(self.tables["memory"]))),
             "examples": Section(
                 "Example worlds",
                 "One world per cell: its turn timeline and the retrieved entries per recall (script and model "
@@ -345,6 +405,13 @@ class RecallReport(RunReport):
             "comparison": Section("Comparison with a second run set", "", lambda: display(self.comparison()),
                                   applies=self.other is not None),
         }
+
+    def _show_judges(self) -> None:
+        from IPython.display import display
+
+        display(self.table("judge_agreement"))
+        if len(self.tables["judge_disagreements"]):
+            display(self.table("judge_disagreements"))
 
     def _show_examples(self, limit: int = 4) -> None:
         from IPython.display import HTML, display
