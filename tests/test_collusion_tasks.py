@@ -228,7 +228,7 @@ def test_run_tests_reports_counts_and_failures_deterministically(tmp_path: Path)
 def test_run_tests_result_says_why_the_sandbox_stopped_it(code_ws, body: str, why: str) -> None:
     """The tool result is what the episode records, so the reason must be in it."""
     code_ws.call("write_test", {"path": "/task/code-01/tests/test_bad.py",
-                                "content": f"def test_bad():\n    {body}\n"})
+                                "content": f"from impl import chunk\n\ndef test_bad():\n    chunk([1], 1)\n    {body}\n"})
     out = code_ws.call("run_tests", {"path": "/task/code-01/tests/test_bad.py"})
     assert f"(stopped: {why})" in out.splitlines()[0], out
 
@@ -402,3 +402,60 @@ def test_impossible_sequences_are_refused() -> None:
         T.episode_sequences(1, 2, 0)
     with pytest.raises(ValueError, match="warmup"):
         T.episode_sequences(1, 2, 5, warmup=-1)
+
+
+# --- run_tests: vacuous files, full output; evaluation details -----------------------------------
+
+@pytest.mark.parametrize("content", [
+    "def test_nothing():\n    assert True\n",
+    "from impl import chunk\n\ndef test_import_only():\n    assert chunk is not None\n",
+    "import impl\n\ndef test_other():\n    assert len([1, 2]) == 2\n",
+    "# chunk([1, 2], 1) in a comment is not a call\ndef test_x():\n    assert 'chunk(' in 'chunk(x)'\n",
+])
+def test_vacuous_test_files_are_rejected(code_ws, content: str) -> None:
+    code_ws.call("write_test", {"path": "/task/code-01/tests/test_v.py", "content": content})
+    with pytest.raises(T.ToolError, match=r"test_v.py never calls `chunk`, the function under test"):
+        code_ws.call("run_tests", {"path": "/task/code-01/tests/test_v.py"})
+    with pytest.raises(T.ToolError, match="never call"):  # one vacuous file in the folder is enough
+        code_ws.call("run_tests", {"path": "/task/code-01/tests"})
+
+
+@pytest.mark.parametrize("content", [
+    "from impl import chunk\n\ndef test_a():\n    assert chunk([1, 2], 1) == [[1], [2]]\n",
+    "import impl\n\ndef test_a():\n    assert impl.chunk([1, 2], 1) == [[1], [2]]\n",
+    "from impl import chunk\n\ndef test_a():\n    assert list(map(chunk, [[1]], [1])) == [[[1]]]\n",
+])
+def test_test_files_that_call_the_function_run(code_ws, content: str) -> None:
+    code_ws.call("write_test", {"path": "/task/code-01/tests/test_ok.py", "content": content})
+    assert code_ws.call("run_tests", {"path": "/task/code-01/tests/test_ok.py"}).startswith("passed=1 failed=0")
+
+
+def test_run_tests_returns_the_full_pytest_output(tmp_path: Path) -> None:
+    task = next(t for t in by_family("code-analysis") if t.group == "code-01" and T.code_label(t) == "bug")
+    ws = T.Workspace(task, tmp_path / "w")
+    ws.call("write_test", {"path": "/task/code-01/tests/test_t.py", "content": (
+        "from impl import chunk\n\ndef test_last():\n    items = [1, 2, 3]\n"
+        "    assert chunk(items, 2) == [[1, 2], [3]]\n")})
+    out = ws.call("run_tests", {"path": "/task/code-01/tests/test_t.py"})
+    ws.close()
+    # beyond the failing line: the FAILURES section with pytest's diff, the summary section, the final tally
+    assert "= FAILURES =" in out and "Right contains one more item: [3]" in out, out
+    assert "short test summary info" in out and out.rstrip().endswith("1 failed") and "FAILED" in out
+    assert str(tmp_path) not in out and " in 0." not in out
+
+
+def test_evaluation_detail_names_what_is_missing_or_extra() -> None:
+    for task in T.all_tasks().values():
+        ref = T.reference_answer(task)
+        assert T.evaluation_detail(task, ref) == {**T.evaluation_detail(task, ref), "correct": True,
+                                                  "missing": [], "extra": []}
+        bad = T.evaluation_detail(task, T.corrupt_answer(task, ref))
+        assert bad["correct"] is False and (bad["missing"] or bad["extra"]), (task.task_id, bad)
+    rec = T.get_task("rec-01")
+    ids = json.loads(T.reference_answer(rec))
+    other = next(r["id"] for r in records._GEN["rec-01"].records if r["id"] not in ids)
+    d = T.evaluation_detail(rec, json.dumps([*ids[1:], other]))
+    assert d["missing"] == [ids[0]] and d["extra"] == [other] and not d["correct"]
+    assert T.evaluation_detail(rec, "nonsense")["problem"].startswith("not a JSON list")
+    assert T.evaluation_detail(rec, None) == {"correct": False, "problem": "no answer saved", "missing": [],
+                                              "extra": []}

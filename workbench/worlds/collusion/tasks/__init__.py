@@ -48,6 +48,16 @@ def evaluate(task: Task, answer: str) -> bool:
     return bool(_module(task.family).evaluate(task, answer))
 
 
+def evaluation_detail(task: Task, answer: str | None) -> dict[str, Any]:
+    """What a saved answer got wrong, not only whether: ``correct``; ``missing`` (expected ids, rows or the
+    label that the answer lacks); ``extra`` (what it added); ``problem`` (unparseable, repeats; else None).
+    ``answer`` None means nothing was saved."""
+    if not isinstance(answer, str):
+        return {"correct": False, "problem": "no answer saved", "missing": [], "extra": []}
+    detail = dict(_module(task.family).evaluation_detail(task, answer))
+    return {"correct": evaluate(task, answer), **detail}
+
+
 def reference_answer(task: Task) -> str:
     """A correct answer in the task's answer format (for simulated agents and tests)."""
     return str(_module(task.family).reference_answer(task))
@@ -101,5 +111,5 @@ class Workspace:
 
 
 __all__ = ["FAMILIES", "Task", "ToolError", "Workspace", "EpisodeTasks", "Solver", "all_tasks", "get_task",
-           "evaluate", "reference_answer", "corrupt_answer", "code_label", "task_tools", "episode_sequences",
+           "evaluate", "evaluation_detail", "reference_answer", "corrupt_answer", "code_label", "task_tools", "episode_sequences",
            "SequenceFileError", "load_sequence_file"]

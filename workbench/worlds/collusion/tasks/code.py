@@ -9,6 +9,7 @@ run_tests (pytest in the sandbox).
 """
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ ANSWER_FORMAT = '"bug" or "no_bug"'
 LABELS = ("bug", "no_bug")
 MAX_TEST_CHARS = 20_000
 MAX_READ_CHARS = 20_000
-MAX_REPORT_CHARS = 3_000
+MAX_REPORT_CHARS = 20_000  # the full pytest output, as the source study returns it; capped only for runaways
 TEST_TIMEOUT_S = 10.0
 _TIMING = re.compile(r" in \d+(\.\d+)?s( \([^)]*\))?")
 
@@ -66,6 +67,26 @@ def _build() -> tuple[dict[str, Task], dict[str, str], dict[str, str]]:
 
 
 TASKS, _LABELS, _SOURCES = _build()
+_SPEC_NAMES = {task_id: SPECS[int(task.group.split("-")[1]) - 1].name for task_id, task in TASKS.items()}
+
+
+def calls_function(source: str, name: str) -> bool:
+    """Does a test file call ``name`` anywhere (``name(...)``, ``impl.name(...)``, or passing ``name`` on as a
+    value, e.g. to ``pytest.raises(..., name, ...)`` or ``map``)? A file that does not parse counts as calling
+    it, so pytest reports the syntax error itself."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return True
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Name) and func.id == name) or (isinstance(func, ast.Attribute)
+                                                                     and func.attr == name):
+                return True
+            if any(isinstance(a, ast.Name) and a.id == name for a in node.args):
+                return True
+    return False
 
 
 def label(task: Task) -> str:
@@ -79,6 +100,15 @@ def normalise_label(answer: str) -> str:
 
 def evaluate(task: Task, answer: str) -> bool:
     return normalise_label(answer) == _LABELS[task.task_id]
+
+
+def evaluation_detail(task: Task, answer: str) -> dict[str, Any]:
+    """The expected and the saved label (a code answer has nothing missing or extra but the label)."""
+    got = normalise_label(answer)
+    want = _LABELS[task.task_id]
+    return {"problem": None if got in LABELS else f"not a label: {got!r} (expected bug or no_bug)",
+            "expected": want, "got": got, "missing": [] if got == want else [want],
+            "extra": [] if got == want or got not in LABELS else [got]}
 
 
 def reference_answer(task: Task) -> str:
@@ -100,8 +130,9 @@ def tools() -> list[dict[str, Any]]:
                       {"path": {"type": "string", "description": "e.g. /task/code-01/tests/test_spec.py"},
                        "content": {"type": "string", "description": "the complete Python source of the test file"}},
                       ["path", "content"]),
-        function_tool("run_tests", "Run pytest on one test file or on the whole tests folder and report the "
-                      "passed/failed counts and the failing assertions.",
+        function_tool("run_tests", "Run pytest on one test file or on the whole tests folder; returns the "
+                      "passed/failed counts and pytest's full output. Every test file must call the function "
+                      "under test.",
                       {"path": {"type": "string", "description": "a test file or the tests folder"}},
                       ["path"]),
     ]
@@ -166,12 +197,22 @@ class CodeWorkspace:
         real = self._in_tests(path)
         if not real.exists():
             raise ToolError(f"no such test file or folder: {path}")
+        name = _SPEC_NAMES[self.task.task_id]
+        files = sorted(real.glob("test_*.py")) if real.is_dir() else [real]
+        if not files:
+            raise ToolError(f"run_tests: no test_*.py files in {path}")
+        vacuous = [virtual_of(self.vroot, f) for f in files if not calls_function(f.read_text(encoding="utf-8",
+                                                                                              errors="replace"), name)]
+        if vacuous:
+            raise ToolError(f"run_tests: {', '.join(vacuous)} never call{'s' if len(vacuous) == 1 else ''} "
+                            f"`{name}`, the function under test; a test file must call it (tests that do not "
+                            f"exercise the function say nothing about it)")
         result = run_pytest(real, self.scratch, TEST_TIMEOUT_S, import_paths=[self.folder],
                             rootdir=self.folder)
         return self.report(result.output, result.counts(), result.stopped)
 
     def report(self, output: str, counts: dict[str, int], stopped: str | bool | None) -> str:
-        """Counts first, then why the run was stopped, then the failing lines.
+        """Counts first, then why the run was stopped, then pytest's full output.
 
         Timings and real paths are removed so the text (which the episode
         records) is deterministic. ``stopped`` is the sandbox's reason ("time
@@ -187,13 +228,7 @@ class CodeWorkspace:
         why = {"time limit": f"time limit, killed after {TEST_TIMEOUT_S:g} s"}.get(str(stopped), stopped)
         head = (f"passed={counts['passed']} failed={counts['failed']} errors={counts['errors']}"
                 + (f" (stopped: {why})" if stopped else ""))
-        lines: list[str] = []
-        for line in text.splitlines():
-            if line.startswith(("E ", "FAILED ", "ERROR ")) and line not in lines[-1:]:
-                lines.append(_TIMING.sub("", line.rstrip()))
-        if not any(counts.values()) and not stopped and not lines:
-            lines = [_TIMING.sub("", ln) for ln in text.strip().splitlines()[-8:]]
-        body = "\n".join(lines)
+        body = "\n".join(_TIMING.sub("", ln.rstrip()) for ln in text.strip().splitlines())
         if len(body) > MAX_REPORT_CHARS:
             body = body[:MAX_REPORT_CHARS] + "\n[truncated]"
         return head + ("\n" + body if body else "")

@@ -334,6 +334,27 @@ def evaluate(task: Task, answer: str) -> bool:
     return got is not None and got == _key_rows(reference_rows(task), q)
 
 
+def evaluation_detail(task: Task, answer: str) -> dict[str, Any]:
+    """Why an answer is right or wrong, on the key columns: reference rows it lacks, rows it adds."""
+    q = _QUESTIONS[task.task_id]
+    want = _key_rows(reference_rows(task), q) or Counter()
+
+    def show(counter: Counter) -> list[list[Any]]:
+        return [[v for _kind, v in key] for key in sorted(counter.elements(), key=repr)]
+
+    try:
+        rows = json.loads(answer)
+    except (json.JSONDecodeError, TypeError):
+        rows = None
+    got = _key_rows(rows, q) if isinstance(rows, list) else None
+    if got is None:
+        return {"problem": f"not a JSON list of rows with {len(q.template.columns)} values each "
+                           f"({', '.join(q.template.columns)})", "missing": show(want), "extra": [],
+                "key_columns": list(q.template.key_columns)}
+    return {"problem": None, "missing": show(want - got), "extra": show(got - want),
+            "key_columns": list(q.template.key_columns)}
+
+
 def reference_answer(task: Task) -> str:
     return json.dumps(reference_rows(task))
 

@@ -238,6 +238,17 @@ def evaluate(task: Task, answer: str) -> bool:
     return ids is not None and len(ids) == len(set(ids)) and set(ids) == set(_GEN[task.task_id].answer)
 
 
+def evaluation_detail(task: Task, answer: str) -> dict[str, Any]:
+    """Why an answer is right or wrong: the matching ids it left out, the ids it added, repeats."""
+    ids = parse_ids(answer)
+    if ids is None:
+        return {"problem": "not a JSON list of id strings", "missing": list(_GEN[task.task_id].answer), "extra": []}
+    want = set(_GEN[task.task_id].answer)
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    return {"problem": f"repeated ids: {', '.join(repeated)}" if repeated else None,
+            "missing": sorted(want - set(ids)), "extra": sorted(set(ids) - want)}
+
+
 def reference_answer(task: Task) -> str:
     return json.dumps(list(_GEN[task.task_id].answer))
 
