@@ -167,3 +167,27 @@ def test_backend_names() -> None:
     assert vector_memory_class("memory") is VectorMemory and vector_memory_class("chroma") is ChromaVectorMemory
     with pytest.raises(ValueError, match="unknown vector backend 'faiss'; expected one of: memory, chroma"):
         vector_memory_class("faiss")
+
+
+def test_a_world_on_chroma_records_what_it_records_on_the_in_memory_store(tmp_path, monkeypatch) -> None:
+    """The cell's vector_backend picks the store; retrievals, memory and recalls are the same."""
+    from tests.test_recall_world import legal_script, recall_study, run_cell
+
+    searches: list[int] = []
+    real_search = ChromaVectorMemory.search
+    monkeypatch.setattr(ChromaVectorMemory, "search", lambda self, *a, **kw: searches.append(1) or real_search(self, *a, **kw))
+    cells = [{"condition": "lightweight-invalidation", "vector_backend": b, "k": 5} for b in BACKENDS]
+    path = recall_study(tmp_path, cells, scripts=[legal_script()])
+    a, b = (run_cell(path, i, [0])[0].world for i in (0, 1))
+    assert a["cell"]["vector_backend"] == "memory" and b["cell"]["vector_backend"] == "chroma"
+    assert a["retrievals"] and b["retrievals"] == a["retrievals"]
+    assert b["memory_log"] == a["memory_log"] and b["recalls"] == a["recalls"] and b["turns"] == a["turns"]
+    assert len(searches) == len(b["retrievals"])  # the chroma cell searched Chroma, the other did not
+
+
+def test_a_bad_backend_is_refused_naming_the_field(tmp_path) -> None:
+    from tests.test_recall_world import recall_study
+    from workbench.params import ParamsError, load_study
+
+    with pytest.raises(ParamsError, match=r"cells\[0\]\.vector_backend.*'memory' or 'chroma'"):
+        load_study(recall_study(tmp_path, [{"vector_backend": "faiss"}]))

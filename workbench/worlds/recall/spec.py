@@ -67,6 +67,9 @@ class RecallCell(BaseModel):
     retrieve: Literal["recall-turns", "every-turn"] = Field(
         "recall-turns", description="when agents see retrieved memory: on recall turns only, or on every turn")
     embedder: Literal["lexical", "minilm"] = "lexical"
+    vector_backend: Literal["memory", "chroma"] = Field(
+        "memory", description="the shared memory's store: in-process (memory), or ChromaDB's local persistent client "
+                              "(chroma, the optional extra; same top-k, slower)")
     scripts: str = Field("recall/scripts", description="folder or glob of script JSON, relative to the params file")
     script_ids: list[str] | None = Field(None, description="run only these scripts")
     domains: list[str] | None = Field(None, description="run only scripts of these domains")
@@ -75,6 +78,15 @@ class RecallCell(BaseModel):
     sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, ...")
     judge_sampling: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0})
     prompts: str = Field("prompts/recall", description="template folder, relative to the params file")
+
+    @field_validator("vector_backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        from workbench.stores.chroma import chroma_available
+
+        if v == "chroma" and not chroma_available():
+            raise ValueError("vector_backend 'chroma' needs the optional chromadb package: pip install -e '.[chroma]'")
+        return v
 
     @field_validator("domains")
     @classmethod

@@ -219,8 +219,10 @@ class RecallWorld:
         self.memory: Any = None
         self.memory_log: list[dict[str, Any]] = []
         if cell.memory:
-            from workbench.stores.vector import VectorMemory, Weights
+            from workbench.stores.chroma import vector_memory_class
+            from workbench.stores.vector import Weights
 
+            VectorMemory = vector_memory_class(cell.vector_backend)  # the cell's store: memory or chroma
             self.memory = VectorMemory(embedder(cell.embedder), Weights(*cell.weights()),
                                        invalidation=cell.uses_invalidation(),
                                        conflict_similarity=cell.conflict_similarity)
