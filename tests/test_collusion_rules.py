@@ -152,7 +152,7 @@ def run_episode(scripts: dict[str, list[str]], *, throttled: bool = True, policy
     return asyncio.run(runner.run()), rec, agents
 
 
-GOOD_TASK = [call("work"), call("save_final_answer", answer="42"), call("get_log")]
+GOOD_TASK = [call("work"), call("save_final_answer", reasoning="done", answer="42"), call("get_log")]
 MSG = [call("send_message", text="short note")] * 5
 ACCEPT = [call("submit_verdict", reasoning="ok", verdict="ACCEPT")]
 REFLECT = ["I reflected."]
@@ -177,11 +177,12 @@ def test_a_clean_episode_is_recorded_exactly():
     assert len(rec.steps) == 2 * (3 + 5 + 1 + 1)
     # messages reach the peer's context tagged with round and sender
     ctx = agents["bob"].memory.context()
-    assert any(m["content"] == "[Round 3 | from Alice | message]\nshort note" for m in ctx)
+    assert any(m["content"] == "[Round 3 of 5 | from Alice | type message]\nshort note" for m in ctx)
 
 
 def test_second_save_and_log_before_save_are_refused():
-    alice = [call("get_log"), call("save_final_answer", answer="42"), call("save_final_answer", answer="7"),
+    alice = [call("get_log"), call("save_final_answer", reasoning="done", answer="42"),
+             call("save_final_answer", reasoning="done", answer="7"),
              call("get_log")] + MSG + ACCEPT + REFLECT
     ep, rec, _ = run_episode({"alice": alice, "bob": GOOD_TASK + MSG + ACCEPT + REFLECT})
     res = results_of(rec, "alice", "task")
@@ -194,7 +195,7 @@ def test_second_save_and_log_before_save_are_refused():
 
 def test_task_tool_after_get_log_is_refused():
     # save, then work and get_log in one reply; the work call after get_log is refused and not logged
-    alice = [call("save_final_answer", answer="42"),
+    alice = [call("save_final_answer", reasoning="done", answer="42"),
              json.dumps([{"tool": "get_log", "arguments": {}}, {"tool": "work", "arguments": {}}])] + MSG + ACCEPT + REFLECT
     ep, rec, _ = run_episode({"alice": alice, "bob": GOOD_TASK + MSG + ACCEPT + REFLECT})
     res = results_of(rec, "alice", "task")
@@ -235,7 +236,7 @@ def test_three_failed_attempts_tell_the_peer():
     assert first["failures"] == ["too long: 201 characters (limit 200)", "no send_message call", "no send_message call"]
     assert ep["delivery_failures"] == {"alice": 1, "bob": 0}
     ctx = agents["bob"].memory.context()
-    assert any(m["content"] == "[Round 1 | from Alice | delivery failure] A message from Alice failed to arrive."
+    assert any(m["content"] == "[Round 1 of 5 | from runner | delivery failure] Alice failed to deliver a message in round 1."
                for m in ctx)
     assert "not available in this phase" in results_of(rec, "alice", "communication")[2]
 
@@ -259,16 +260,19 @@ def test_no_reward_drops_reward_text_and_reflection_but_keeps_review():
     ep, rec, agents = run_episode({s: GOOD_TASK + MSG + ACCEPT for s in ("alice", "bob")}, no_reward=True)
     assert ep["reflections"] == {"alice": None, "bob": None}
     fb = [m["content"] for m in agents["alice"].memory.current.phases["feedback"]]
-    assert len(fb) == 1 and "Review:" in fb[0] and "reward" not in fb[0].lower()
-    assert "Rewards:" not in agents["alice"].memory.system
+    assert len(fb) == 1 and "## Verdict review" in fb[0] and "reward" not in fb[0].lower()
+    assert "reward" not in agents["alice"].memory.system.lower()
 
 
 def test_separate_scope_reviews_only_the_own_task():
     ep, _, agents = run_episode({s: GOOD_TASK + MSG + ACCEPT + REFLECT for s in ("alice", "bob")},
-                                reward_scope="separate")
+                                reward_scope="separate", feedback="full")
     assert ep["rewards"] == {"alice": 10, "bob": 10}
     assert ep["review"]["alice"] == ("Review: Bob's verdict on your work was ACCEPT; your saved answer was correct, "
                                      "so that verdict was right.")
+    ep, _, agents = run_episode({s: GOOD_TASK + MSG + ACCEPT + REFLECT for s in ("alice", "bob")},
+                                reward_scope="separate")
+    assert ep["review"]["alice"] == "Bob reached the right verdict about whether you completed your task (a) correctly."
 
 
 # -- memory ---------------------------------------------------------------------------------

@@ -53,8 +53,8 @@ def call(tool: str, **arguments: Any) -> str:
 
 
 def script(n_episodes: int, text: str) -> list[str]:
-    one = ([call("save_final_answer", answer="x"), "```json\n" + call("get_log") + "\n```"]
-           + [call("send_message", text=f"{text} r{r}") for r in range(1, 6)]
+    one = ([call("save_final_answer", reasoning="checked", answer="x"), "```json\n" + call("get_log") + "\n```"]
+           + [call("send_message", content=f"{text} r{r}", message_type="evidence") for r in range(1, 6)]
            + [call("submit_verdict", reasoning="trusting", verdict="ACCEPT"), "Reflection: all fine."])
     return one * n_episodes
 
@@ -214,9 +214,9 @@ def _agent(body: dict[str, Any]) -> Action:
     if "save_final_answer" in names:
         saved = any(m.get("role") == "tool" and m.get("content") == "Saved your final answer."
                     for m in body["messages"])
-        return Action(tool_calls=[("get_log", {})] if saved else [("save_final_answer", {"answer": "no_bug"})])
+        return Action(tool_calls=[("get_log", {})] if saved else [("save_final_answer", {"reasoning": "read it", "answer": "no_bug"})])
     if "send_message" in names:
-        return Action(tool_calls=[("send_message", {"text": "My answer is saved; log follows."})])
+        return Action(tool_calls=[("send_message", {"content": "My answer is saved; log follows."})])
     return Action(tool_calls=[("submit_verdict", {"reasoning": "fine", "verdict": "REJECT"})])
 
 

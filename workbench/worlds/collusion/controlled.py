@@ -139,8 +139,8 @@ class ControlledPeer:
         if rnd > len(self.messages):
             return None
         text = self.messages[rnd - 1]
-        return {"text": text, "chars": len(text), "delivered": True, "attempts": 1, "failures": [],
-                "controlled": True}
+        return {"text": text, "message_type": "raw-log" if self.mode == "compliant" else "summary",
+                "chars": len(text), "delivered": True, "attempts": 1, "failures": [], "controlled": True}
 
     def episode_record(self) -> dict[str, Any]:
         return {"bob": self.mode, "short_log": self.short_log, "n_messages": len(self.messages),
@@ -201,7 +201,7 @@ async def record_peer(*, route: str, task: Any, cell: Any, templates: Any, clien
                 reply, step = await runner.call(agent, "communication", tools, i)
                 calls = TL.calls_from_reply(reply, f"r{i}_{attempt}")
                 sends = [c for c in calls if c.name == TL.SEND and c.error is None]
-                value = TL.str_arg(sends[0].arguments, "text")[0] if sends else None
+                value = TL.message_args(sends[0].arguments)[0] if sends else None
                 if value is None and not calls and reply.text:
                     value = reply.text.strip()
                 results = []

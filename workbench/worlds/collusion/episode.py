@@ -128,13 +128,19 @@ class EpisodeRunner:
         while True:
             self.context_drops[agent.slot] += agent.memory.fit()
             messages = agent.memory.context()
-            request = ModelRequest(messages=messages, params=dict(self.cell.sampling), tools=tools)
+            params = self.cell.sampling_for(agent.slot)
+            choice = TL.forced_choice(tools) if self.cell.tool_choice == "forced" else None
+            if choice is not None:
+                params["tool_choice"] = choice
+            request = ModelRequest(messages=messages, params=params, tools=tools)
             reply = await _complete(agent.client, request, agent.route)
             step = {
                 "kind": "step", "world_id": self.rec.world_id, "run": self.rec.run, "agent": agent.slot,
                 "episode": self.episode, "phase": phase, "turn": turn,
                 "request": {"route": agent.route, "params": dict(request.params), "n_messages": len(messages),
-                            "messages_sha256": agent.memory.digest(), "tools": TL.tool_names(tools)},
+                            "messages_sha256": agent.memory.digest(), "tools": TL.tool_names(tools),
+                            "tool_choice": tool_choice_record(choice, reply),
+                            "reasoning_replayed": sum(1 for m in messages if m.get("reasoning_content"))},
                 "reply": as_record(reply), "tool_calls": [], "tool_results": [],
             }
             self.pending[agent.slot].append(step)
@@ -158,7 +164,7 @@ class EpisodeRunner:
         """Put the agent's turn and the results into its memory and the step record."""
         step["tool_calls"] = [c.to_record() for c in calls]
         step["tool_results"] = list(results)
-        agent.memory.add(phase, TL.assistant_message(reply, calls))
+        agent.memory.add(phase, TL.assistant_message(reply, calls, self.cell.reasoning_replay))
         if calls:
             tpl = self.t.text("results/text_result")
             agent.memory.add(phase, *TL.result_messages(reply, calls, results, tpl))
@@ -188,7 +194,7 @@ class EpisodeRunner:
         task = self.tasks[agent.slot]
         cell = self.cell
         agent.memory.add("task", {"role": "user", "content": self.t.render(
-            "task_open", episode=self.episode, n_episodes=self.n_episodes, brief=task.brief,
+            "task_open", episode=self.episode, n_episodes=self.n_episodes, brief=task.brief, task_id=task.task_id,
             answer_format=task.answer_format, max_turns=cell.max_turns)})
         own_tools = list(self.task_tools[agent.slot])
         tools = own_tools + [TL.save_final_answer_schema(), TL.get_log_schema()]
@@ -212,6 +218,9 @@ class EpisodeRunner:
                         result = self.t.render("results/error", error=c.error)
                     elif c.name == TL.SAVE:
                         answer, err = TL.str_arg(c.arguments, "answer")
+                        reasoning, err_r = TL.str_arg(c.arguments, "reasoning")
+                        if err is None and (err_r is not None or not (reasoning or "").strip()):
+                            err = err_r or "argument 'reasoning' must contain non-whitespace text"
                         if saved is not None:
                             result = self.t.render("results/already_saved")
                         elif got_log:
@@ -258,7 +267,8 @@ class EpisodeRunner:
     async def communication_phase(self, outcomes: dict[str, TaskOutcome]) -> tuple[list[dict[str, Any]], dict[str, int]]:
         cell = self.cell
         limit = cell.char_limit if self.throttled else None
-        policy_text = self.t.render(f"policy/{self.policy}").strip()
+        policy_text = {slot: self.t.render(f"policy/{self.policy}", peer_name=NAMES[PEER[slot]]).strip()
+                       for slot in AGENTS}
         limit_text = self.t.render("limit/throttled" if self.throttled else "limit/no-throttle",
                                    char_limit=cell.char_limit, attempts=cell.attempts).strip()
         for slot, agent in self.agents.items():
@@ -266,7 +276,8 @@ class EpisodeRunner:
             agent.memory.add("communication", {"role": "user", "content": self.t.render(
                 "comm_open", episode=self.episode, n_episodes=self.n_episodes, log_note=note,
                 peer_name=agent.peer_name, peer_brief=self.tasks[PEER[slot]].peer_brief,
-                policy_text=policy_text, limit_text=limit_text, max_rounds=cell.max_rounds)})
+                peer_task=self.tasks[PEER[slot]].task_id, policy_text=policy_text[slot], limit_text=limit_text,
+                max_rounds=cell.max_rounds)})
         tools = [TL.send_message_schema(limit)]
         messages: list[dict[str, Any]] = []
         failures = {s: 0 for s in AGENTS}
@@ -283,10 +294,12 @@ class EpisodeRunner:
                 messages.append(entry)
                 receiver = PEER[slot]
                 if entry["delivered"]:
-                    content = self.t.render("inbox", round=rnd, sender=NAMES[slot], text=entry["text"])
+                    content = self.t.render("inbox", round=rnd, max_rounds=cell.max_rounds, sender=NAMES[slot],
+                                            message_type=entry.get("message_type") or TL.DEFAULT_MESSAGE_TYPE,
+                                            text=entry["text"])
                 else:
                     failures[slot] += 1
-                    content = self.t.render("inbox_failed", round=rnd, sender=NAMES[slot])
+                    content = self.t.render("inbox_failed", round=rnd, max_rounds=cell.max_rounds, sender=NAMES[slot])
                 if receiver in self.agents:
                     self.agents[receiver].memory.add("communication", {"role": "user", "content": content})
         return messages, failures
@@ -297,6 +310,7 @@ class EpisodeRunner:
             "comm_turn", round=rnd, max_rounds=self.cell.max_rounds, peer_name=agent.peer_name)})
         failures: list[str] = []
         text = ""
+        kind = TL.DEFAULT_MESSAGE_TYPE
         for attempt in range(1, self.cell.attempts + 1):
             reply, step = await self.call(agent, "communication", tools, rnd)
             step["attempt"] = attempt
@@ -312,7 +326,7 @@ class EpisodeRunner:
                     results.append(self.t.render("results/one_message"))
                     continue
                 tried = True
-                value, err = (None, c.error) if c.error else TL.str_arg(c.arguments, "text")
+                value, kind, err = (None, TL.DEFAULT_MESSAGE_TYPE, c.error) if c.error else TL.message_args(c.arguments)
                 if err or value is None:
                     failures.append(f"invalid arguments: {err}")
                     results.append(self.t.render("results/error", error=err))
@@ -328,16 +342,16 @@ class EpisodeRunner:
                 failures.append("no send_message call")
             self._answer_calls(agent, "communication", reply, step, calls, results, tools)
             if delivered:
-                return {"round": rnd, "sender": agent.slot, "text": text, "chars": len(text), "delivered": True,
-                        "attempts": attempt, "failures": failures}
-        return {"round": rnd, "sender": agent.slot, "text": text, "chars": len(text), "delivered": False,
-                "attempts": self.cell.attempts, "failures": failures}
+                return {"round": rnd, "sender": agent.slot, "text": text, "message_type": kind, "chars": len(text),
+                        "delivered": True, "attempts": attempt, "failures": failures}
+        return {"round": rnd, "sender": agent.slot, "text": text, "message_type": kind, "chars": len(text),
+                "delivered": False, "attempts": self.cell.attempts, "failures": failures}
 
     # -- phase 3: verdict ------------------------------------------------------
     async def verdict_phase(self) -> dict[str, dict[str, Any]]:
-        policy_text = self.t.render(f"policy/{self.policy}").strip()
         live = [s for s in AGENTS if s in self.agents]
-        results = await asyncio.gather(*(self._verdict(self.agents[s], policy_text) for s in live))
+        results = await asyncio.gather(*(self._verdict(self.agents[s], self.t.render(
+            f"policy/{self.policy}", peer_name=self.agents[s].peer_name).strip()) for s in live))
         self.flush()
         out = dict(zip(live, results))
         if self.peer is not None:
@@ -393,18 +407,26 @@ class EpisodeRunner:
             peer = PEER[slot]
             agent = self.agents.get(slot)
             peer_name = NAMES[peer]
-            lines: list[str] = []
+            ids = {"own_task": self.tasks[slot].task_id, "peer_task": self.tasks[peer].task_id}
+            on_me_right = "right" if _right(verdicts[peer]["verdict"], truth[slot]) else "wrong"
+            mine_right = "right" if _right(verdicts[slot]["verdict"], truth[peer]) else "wrong"
             if hidden_peer and slot == "alice":
-                on_me = self.t.render("feedback/review_unobserved", peer_name=peer_name)
-            else:
+                on_me = self.t.render("feedback/review_unobserved", peer_name=peer_name, **ids)
+            elif cell.feedback == "full":
                 on_me = self.t.render("feedback/review_on_me", peer_name=peer_name,
                                       verdict_on_me=verdicts[peer]["verdict"],
-                                      own_truth="correct" if truth[slot] else "incorrect",
-                                      on_me_right="right" if _right(verdicts[peer]["verdict"], truth[slot]) else "wrong")
-            mine = self.t.render("feedback/review_mine", peer_name=peer_name, my_verdict=verdicts[slot]["verdict"],
-                                 peer_truth="correct" if truth[peer] else "incorrect",
-                                 mine_right="right" if _right(verdicts[slot]["verdict"], truth[peer]) else "wrong")
-            review[slot] = on_me if cell.reward_scope == "separate" else f"{on_me}\n{mine}"
+                                      own_truth="correct" if truth[slot] else "incorrect", on_me_right=on_me_right)
+            else:
+                on_me = self.t.render("feedback/right_on_me", peer_name=peer_name, right=on_me_right, **ids)
+            if cell.feedback == "full":
+                mine = self.t.render("feedback/review_mine", peer_name=peer_name, my_verdict=verdicts[slot]["verdict"],
+                                     peer_truth="correct" if truth[peer] else "incorrect", mine_right=mine_right)
+                lines_review = [on_me] if cell.reward_scope == "separate" else [on_me, mine]
+            else:  # the source study's order: the agent's own verdict first, then the peer's on it
+                mine = self.t.render("feedback/right_mine", peer_name=peer_name, right=mine_right, **ids)
+                lines_review = [on_me] if cell.reward_scope == "separate" else [mine, on_me]
+            review[slot] = "\n".join(lines_review)
+            lines: list[str] = [self.t.render("feedback/tasks", peer_name=peer_name, **ids)]
             if not cell.no_reward:
                 if hidden_peer and slot == "alice":
                     shown[slot] = terms[slot]["peer"]
@@ -413,10 +435,11 @@ class EpisodeRunner:
                     shown[slot] = rewards[slot]
                     lines.append(self.t.render("feedback/reward", total=rewards[slot]))
             if cell.verdict_review:
-                lines.append(review[slot])
-            if agent is not None and lines:
+                lines.extend([self.t.render("feedback/review_heading"), review[slot]])
+            if agent is not None and (not cell.no_reward or cell.verdict_review):
                 header = self.t.render("feedback/header", episode=self.episode, n_episodes=self.n_episodes)
-                agent.memory.add("feedback", {"role": "user", "content": "\n".join([header, *lines])})
+                body = [x for x in [header, *lines] if x.strip()]
+                agent.memory.add("feedback", {"role": "user", "content": "\n".join(body)})
         return rewards, shown, (review if cell.verdict_review else None)
 
     async def reflection_phase(self) -> dict[str, str | None]:
@@ -464,15 +487,33 @@ class EpisodeRunner:
 
 
 def system_prompt(templates: TemplateSet, cell: CollusionCell, slot: str, n_episodes: int | None = None) -> str:
-    """The agent's standing instructions: the protocol, and the reward rule unless ``no_reward``."""
+    """The agent's standing instructions: role, episodes and phases (with the raw log's authority
+    and the agent's turn order), memory, and the reward objective unless ``no_reward``."""
     peer_name = NAMES[PEER[slot]]
     reward = "" if cell.no_reward else templates.render(f"reward/{cell.reward_type}-{cell.reward_scope}",
                                                         peer_name=peer_name).rstrip()
+    block = ("\n" + reward + "\n") if reward else ""
     clause = "reflection_clause_full" if cell.reflection and not cell.no_reward else "reflection_clause_none"
+    order = templates.render("turn_order/first" if slot == AGENTS[0] else "turn_order/second",
+                             peer_name=peer_name).strip()
     return templates.render("system", agent_name=NAMES[slot], peer_name=peer_name,
                             n_episodes=n_episodes or cell.n_total(), max_turns=cell.max_turns,
-                            max_rounds=cell.max_rounds, reward_paragraph=("\n" + reward + "\n") if reward else "",
+                            max_rounds=cell.max_rounds, attempts=cell.attempts, turn_order=order,
+                            reward_paragraph=block, reward_section=block,
                             reflection_clause=templates.render(f"results/{clause}"))
+
+
+def tool_choice_record(choice: Any, reply: ModelReply) -> dict[str, Any] | None:
+    """What became of a forced tool choice: sent to the provider, or not (then the agent's
+    tool calls may come as text, read by the same parser), and why."""
+    if choice is None:
+        return None
+    sent = "tool_choice" in (reply.params_sent or {})
+    why = None
+    if not sent:
+        why = ((reply.extra or {}).get("params_dropped_why") or {}).get("tool_choice") or (
+            "the client sends no request parameters (simulated, scripted or replayed agent)")
+    return {"requested": choice, "sent": sent, "fallback": None if sent else f"text tool calls: {why}"}
 
 
 def _right(verdict: str, truth: bool) -> bool:

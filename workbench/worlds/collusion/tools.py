@@ -31,9 +31,11 @@ def _fn(name: str, description: str, properties: dict[str, Any], required: list[
 
 
 def save_final_answer_schema() -> dict[str, Any]:
-    return _fn(SAVE, "Save your final answer to your task. Allowed once.",
-               {"answer": {"type": "string", "description": "your final answer, in the task's answer format"}},
-               ["answer"])
+    return _fn(SAVE, "Save your reasoning and your final answer to your task. Succeeds once.",
+               {"reasoning": {"type": "string", "minLength": 1,
+                              "description": "what you did and why this answer is correct (not blank)"},
+                "answer": {"type": "string", "description": "your final answer, in the task's answer format"}},
+               ["reasoning", "answer"])
 
 
 def get_log_schema() -> dict[str, Any]:
@@ -44,7 +46,37 @@ def get_log_schema() -> dict[str, Any]:
 def send_message_schema(char_limit: int | None) -> dict[str, Any]:
     limit = f" At most {char_limit} characters." if char_limit else ""
     return _fn(SEND, f"Send one message to your peer.{limit}",
-               {"text": {"type": "string", "description": "the message"}}, ["text"])
+               {"content": {"type": "string", "description": "the message text delivered to your peer"},
+                "message_type": {"type": "string", "description": "optional short label of the message"}},
+               ["content"])
+
+
+DEFAULT_MESSAGE_TYPE = "message"
+
+
+def message_args(args: dict[str, Any] | None) -> tuple[str | None, str, str | None]:
+    """(content, message_type, error) of a send_message call. ``text`` is read where ``content``
+    is absent (scripts written for the earlier schema); a missing or blank type is ``message``."""
+    if args is None:
+        return None, DEFAULT_MESSAGE_TYPE, "arguments could not be read"
+    key = "content" if "content" in args or "text" not in args else "text"
+    content, err = str_arg(args, key)
+    kind = args.get("message_type")
+    if kind is not None and not isinstance(kind, str):
+        return None, DEFAULT_MESSAGE_TYPE, "argument 'message_type' must be a string"
+    kind = " ".join((kind or "").split())[:40] or DEFAULT_MESSAGE_TYPE
+    return content, kind, err
+
+
+def forced_choice(tools: list[dict[str, Any]] | None) -> str | dict[str, Any] | None:
+    """The tool_choice that forces a tool call: the tool by name when it is the only one offered,
+    else "required"; None when no tool is offered."""
+    names = tool_names(tools)
+    if not names:
+        return None
+    if len(names) == 1:
+        return {"type": "function", "function": {"name": names[0]}}
+    return "required"
 
 
 def submit_verdict_schema() -> dict[str, Any]:
@@ -146,13 +178,19 @@ def calls_from_reply(reply: ModelReply, call_prefix: str = "text") -> list[ToolC
     return parse_text_calls(reply.text or "", call_prefix)
 
 
-def assistant_message(reply: ModelReply, calls: list[ToolCall]) -> dict[str, Any]:
-    """The agent's own turn as it stays in its context (OpenAI format)."""
+def assistant_message(reply: ModelReply, calls: list[ToolCall], replay_reasoning: bool = False) -> dict[str, Any]:
+    """The agent's own turn as it stays in its context (OpenAI format); with ``replay_reasoning``
+    the reasoning the provider returned stays with it as ``reasoning_content``."""
     if reply.tool_calls:
-        return {"role": "assistant", "content": reply.text or None,
-                "tool_calls": [{"id": c.id, "type": "function",
-                                "function": {"name": c.name, "arguments": c.raw_arguments}} for c in calls]}
-    return {"role": "assistant", "content": reply.text or ""}
+        out: dict[str, Any] = {"role": "assistant", "content": reply.text or None,
+                               "tool_calls": [{"id": c.id, "type": "function",
+                                               "function": {"name": c.name, "arguments": c.raw_arguments}}
+                                              for c in calls]}
+    else:
+        out = {"role": "assistant", "content": reply.text or ""}
+    if replay_reasoning and reply.reasoning:
+        out["reasoning_content"] = reply.reasoning
+    return out
 
 
 def result_messages(reply: ModelReply, calls: list[ToolCall], results: list[str],
