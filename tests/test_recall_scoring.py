@@ -263,3 +263,25 @@ def test_recall_frame_has_partial_score_and_matched_recorded_or_recomputed() -> 
     f = recall_frame([world("A", [older]), world("B", [{**r, "matched": None, "partial_score": 0.25}])])
     assert list(f["partial_score"]) == [pytest.approx(1 / 3), 0.25]
     assert f["matched"].isna().all()
+
+
+def test_summary_names_each_cell_by_what_sets_it_apart() -> None:
+    from workbench.worlds.recall.metrics import summary_text
+
+    long = {"scripts": "/a/very/long/path/to/the/scripts/of/this/study/that/every/cell/shares"}
+    worlds = [world("a", [recall(10, "memory_anchoring", "F2", OFFER, "$240,000", True)], condition="lightweight",
+                    cell=long),
+              world("b", [recall(10, "memory_anchoring", "F2", OFFER, "$180,000", False)], condition="lightweight",
+                    cell={**long, "scoring": "judge"})]
+    lines = summary_text(worlds).splitlines()
+    rows = [x for x in lines if x.startswith("sim-recall/")]
+    assert [x.split("  ")[0].strip() for x in rows] == ["sim-recall/trusting · lightweight",
+                                                       "sim-recall/trusting · lightweight · scoring=judge"]
+    assert any(x.startswith("Same in every cell: scripts=/a/very/long") for x in lines)
+
+
+def test_accuracy_tables_carry_the_mean_partial_score_of_the_same_recalls() -> None:
+    w = world("A", [recall(10, "belief_asymmetry", "F1", DEADLINE, "July 22, 2026", True),
+                    recall(11, "belief_asymmetry", "F1", DEADLINE, "September 30, 2026", False)])
+    t = metric_tables([w])["by_condition"]
+    assert t["mean partial_score"].iloc[0] == pytest.approx((1 + 1 / 3) / 2)

@@ -187,17 +187,22 @@ def _rate(k: int, n: int) -> dict[str, Any]:
 
 def accuracy_table(frame: pd.DataFrame, by: list[str], metric: str = "correct") -> pd.DataFrame:
     """k/n of ``metric`` over recalls of valid worlds per group, Wilson interval, and
-    the same over all worlds in ``all``."""
+    the same over all worlds in ``all``; for accuracy, beside it the mean
+    ``partial_score`` over the same recalls (a descriptive mean, no interval)."""
     import pandas as pd
 
     rows = []
+    partial = metric == "correct" and "partial_score" in frame.columns
     if frame.empty:
-        return pd.DataFrame(columns=[*by, "k", "n", "k/n", "rate", "low", "high", "all"])
+        return pd.DataFrame(columns=[*by, "k", "n", "k/n", "rate", "low", "high", "all",
+                                     *(["mean partial_score"] if partial else [])])
     for key, g in frame.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         v = g[g["valid"]]
-        rows.append({**dict(zip(by, key)), **_rate(int(v[metric].sum()), len(v)),
-                     "all": f"{int(g[metric].sum())}/{len(g)}"})
+        row = {**dict(zip(by, key)), **_rate(int(v[metric].sum()), len(v)), "all": f"{int(g[metric].sum())}/{len(g)}"}
+        if partial:
+            row["mean partial_score"] = float(v["partial_score"].mean()) if len(v) else float("nan")
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -476,23 +481,39 @@ def _cell_order(w: dict[str, Any]) -> tuple[Any, ...]:
 
 def summary_text(worlds: list[dict[str, Any]]) -> str:
     """The per-cell table ``workbench run`` prints: worlds, validity, recall accuracy
-    over valid worlds with Wilson intervals, overall and per failure mode."""
+    over valid worlds with Wilson intervals, overall and per failure mode. A cell is
+    named by its label when the study gave one, else by model, condition and the
+    settings that tell it from the other cells (those every cell shares are said
+    once, below), so that no two rows read alike."""
     f = recall_frame(worlds)
     lines = []
     by_cell: dict[str, list[dict[str, Any]]] = {}
     for w in sorted(worlds, key=_cell_order):
         by_cell.setdefault(w["cell_id"], []).append(w)
-    head = f"{'cell':<56} {'worlds':>6} {'valid':>5}  {'accuracy':<26}" + "".join(f" {m:<26}" for m in MODES)
+    variants = dict(zip(f["cell_id"], f["variant"])) if not f.empty else {}
+    labels = {}
+    for cid, ws in by_cell.items():
+        cell = ws[0].get("cell") or {}
+        if cell.get("label"):
+            labels[cid] = str(cell["label"])
+        else:
+            variant = variants.get(cid, variant_of(cell))
+            labels[cid] = " · ".join(x for x in (model_of(ws[0]), str(cell.get("condition")), variant) if x)
+    width = min(90, max([4, *(len(x) for x in labels.values())]))
+    head = f"{'cell':<{width}} {'worlds':>6} {'valid':>5}  {'accuracy':<26}" + "".join(f" {m:<26}" for m in MODES)
     lines.append(head)
     for cid, ws in by_cell.items():
-        label = str(ws[0].get("cell_label") or cid)
+        label = labels[cid] if len(labels[cid]) <= width else labels[cid][: width - 1] + "…"
         g = f[(f["cell_id"] == cid) & f["valid"]] if not f.empty else f
-        row = f"{label[:56]:<56} {len(ws):>6} {sum(bool(w['valid']) for w in ws):>5}  "
+        row = f"{label:<{width}} {len(ws):>6} {sum(bool(w['valid']) for w in ws):>5}  "
         row += f"{_pct(int(g['correct'].sum()), len(g)) if len(g) else '—':<26}"
         for m in MODES:
             gm = g[g["failure_mode"] == m] if len(g) else g
             row += f" {_pct(int(gm['correct'].sum()), len(gm)) if len(gm) else '—':<26}"
         lines.append(row)
+    shared = str(f.attrs.get("variant_shared") or "")
+    if shared:
+        lines.append(f"Same in every cell: {shared}.")
     lines.append("Accuracy: recalls of valid worlds, 95% Wilson intervals; no multiple-comparison correction.")
     return "\n".join(lines)
 

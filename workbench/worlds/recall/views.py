@@ -230,9 +230,11 @@ TITLES = {"by_condition": "Accuracy by condition", "by_mode_condition": "Accurac
           "given_values": "Failed recalls by the value they gave",
           "memory": "Memory writes by origin; invalidations by type and action"}
 CAPTIONS = {
-    "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals.",
+    "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals. "
+                    "mean partial_score: the mean over the same recalls of the best share of an accepted answer's "
+                    "words found in the answer (1 when exact match finds it).",
     "by_mode_condition": "One row per model setting, failure mode and condition: recalls of valid worlds, 95 % "
-                         "Wilson intervals.",
+                         "Wilson intervals; mean partial_score as in the table by condition.",
     "by_domain_mode_condition": "One row per model setting, script domain, failure mode and condition (recalls of "
                                 "valid worlds).",
     "differences": "One row per condition against the reference, per model setting and failure mode; Newcombe 95 % "
