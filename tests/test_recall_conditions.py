@@ -2,8 +2,12 @@
 conversation in context vs isolated), agents that write memory, and conflicts by value."""
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
+from tests.test_recall_world import SHIPPED_SCRIPTS, recall_study, run_cell
 from workbench.stores.vector import VectorMemory, Weights
 
 
@@ -70,3 +74,43 @@ def test_without_stale_an_equal_authority_conflict_keeps_both_and_a_value_never_
     # No value on one side: nothing decides, nothing is removed.
     r2 = mem.add("Noted.", author_role="senior_lawyer", authority=1.0, turn=3, fact_id="F1")
     assert r2.removed == () and r2.conflicts == () and len(mem) == 3
+
+
+# -- baseline: the conversation in context ------------------------------------------------------
+def failures(outcomes: list[Any], mode: str | None = None) -> tuple[int, int]:
+    rs = [r for o in outcomes for r in o.world["recalls"] if mode is None or r["failure_mode"] == mode]
+    return sum(not r["correct"] for r in rs), len(rs)
+
+
+def test_baseline_puts_the_conversation_in_context_and_beats_isolated_for_a_careful_profile(tmp_path: Path) -> None:
+    path = recall_study(tmp_path, [{"condition": "baseline", "model": "sim-recall/careful"},
+                                   {"condition": "isolated", "model": "sim-recall/careful"}],
+                        defaults={"scripts": str(SHIPPED_SCRIPTS)})
+    base = run_cell(path, 0, range(15))
+    iso = run_cell(path, 1, range(15))
+    wrong_b, n = failures(base)
+    wrong_i, n_i = failures(iso)
+    assert n == n_i > 0
+    acc_b, acc_i = 1 - wrong_b / n, 1 - wrong_i / n
+    assert acc_b >= 0.6 and acc_b - acc_i >= 0.4, (acc_b, acc_i)
+    w = base[0].world
+    assert w["retrieval"]["conversation"] is True and w["memory_log"] == [] and w["retrievals"] == []
+    last = w["recalls"][-1]
+    assert last["context"]["case_file"] and last["context"]["conversation_turns"] == \
+        [t["turn"] for t in w["turns"] if t["turn"] < last["turn"]]
+    wi = iso[0].world
+    assert wi["retrieval"]["conversation"] is False and all(r["context"]["conversation_turns"] == []
+                                                             for r in wi["recalls"])
+
+
+def test_context_turns_limits_the_conversation_shown(tmp_path: Path) -> None:
+    path = recall_study(tmp_path, [{"condition": "baseline", "context_turns": 2},
+                                   {"condition": "baseline"}])
+    short = run_cell(path, 0, [0])[0].world
+    full = run_cell(path, 1, [0])[0].world
+    turns = [t["turn"] for t in full["turns"]]
+    for r_short, r_full in zip(short["recalls"], full["recalls"]):
+        before = [t for t in turns if t < r_short["turn"]]
+        assert r_full["context"]["conversation_turns"] == before
+        assert r_short["context"]["conversation_turns"] == before[-2:]
+    assert short["retrieval"]["context_turns"] == 2 and full["retrieval"]["context_turns"] is None

@@ -153,8 +153,11 @@ def test_belief_asymmetry_grows_with_self_trust(tmp_path: Path) -> None:
 
 
 # -- conditions -------------------------------------------------------------------------------
-def test_baseline_has_no_memory(tmp_path: Path) -> None:
-    path = recall_study(tmp_path, [{"condition": "baseline"}])
+@pytest.mark.parametrize("condition", ["baseline", "isolated"])
+def test_baseline_and_isolated_have_no_memory(tmp_path: Path, condition: str) -> None:
+    """Neither retrieves; baseline has the case file and the conversation in context
+    (a separate message), isolated its own turns only (the old baseline)."""
+    path = recall_study(tmp_path, [{"condition": condition}])
     o = run_cell(path, 0, [0])[0]
     w = o.world
     assert w["retrievals"] == [] and w["memory_log"] == [] and not w["retrieval"]["memory"]
@@ -162,6 +165,12 @@ def test_baseline_has_no_memory(tmp_path: Path) -> None:
     prompts = [s["request"]["prompt"] for s in o.steps if s["purpose"] == "recall"]
     assert prompts and not any("Shared memory (" in p or "22 July 2026" in p for p in prompts)
     assert w["metrics"]["n_retrievals"] == 0
+    assert all(r["context"]["case_file"] is (condition == "baseline") for r in w["recalls"])
+    n_messages = [s["request"]["n_messages"] for s in o.steps]
+    if condition == "baseline":  # system, case file + conversation, the turn
+        assert set(n_messages) == {3}
+    else:  # the private history grows
+        assert max(n_messages) > 3
 
 
 def test_namespaced_retrieves_own_role_and_initial_facts_only(tmp_path: Path) -> None:

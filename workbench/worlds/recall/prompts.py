@@ -52,3 +52,29 @@ def judge_messages(t: TemplateSet, *, query: str, accepted: Sequence[str], answe
     acc = "\n".join(_r(t, "judge_accepted", text=_one_line(a)) for a in accepted)
     return [{"role": "system", "content": _r(t, "judge_system")},
             {"role": "user", "content": _r(t, "judge", query=_one_line(query), accepted=acc, answer=answer)}]
+
+
+def turn_with_memory(t: TemplateSet, *, turn: int, content: str, memory: str) -> str:
+    """A statement turn that also shows retrieved memory (``retrieve: every-turn``)."""
+    return _r(t, "turn_memory", turn=turn, content=content, memory=memory)
+
+
+def context_message(t: TemplateSet, *, facts: Sequence[str], transcript: Sequence[dict[str, Any]], me: str,
+                    total: int) -> str:
+    """The case file and the conversation so far (``transcript``: the turns in context, oldest
+    first, each {turn, role, content, reply}); the agent's own lines are marked "you"."""
+    def speaker(role: str) -> str:
+        label = "narrator" if role == "user" else role.replace("_", " ")
+        return f"you ({label})" if role == me else label
+
+    case = _r(t, "case_file", lines="\n".join(_r(t, "case_fact", text=_one_line(f)) for f in facts))
+    if not transcript:
+        return case + "\n" + _r(t, "conversation_empty")
+    lines = []
+    for item in transcript:
+        lines.append(_r(t, "conversation_line", turn=item["turn"], speaker=speaker(item["role"]),
+                        text=_one_line(item["content"])))
+        if item.get("reply"):
+            lines.append(_r(t, "conversation_reply", speaker=speaker(item["role"]), text=_one_line(item["reply"])))
+    shown = f"all {total} turns" if len(transcript) == total else f"the last {len(transcript)} of {total} turns"
+    return case + "\n" + _r(t, "conversation", shown=shown, lines="\n".join(lines))

@@ -66,6 +66,12 @@ class Cues(BaseModel):
     judge_accepted: str = r"(?m)^Accepted answer: (.*)$"
     judge_answer: str = r"(?s)Answer to judge:\n<<<\n(.*?)\n>>>"
     update: str = r"(?i)\b(correct(ed|ion)|supersed\w*|updat\w*|revis\w*|amend\w*|chang\w*|now|instead|replac\w*|moved)\b"
+    case_header: str = r"(?m)^Case file \(initial facts\):$"
+    conversation_header: str = r"(?m)^Conversation so far \(.*\):$"
+    conversation_line: str = r"^\[turn (\d+)\] ([^:]+): (.*)$"
+    conversation_reply: str = r"^  ([^:]+?) replied: (.*)$"
+    own_speaker: str = r"^you\b"
+    message_turn: str = r"^\[turn (\d+)\]"
 
 
 class RecallProfile(BaseModel):
@@ -77,6 +83,10 @@ class RecallProfile(BaseModel):
     conformity: float = Field(0.3, ge=0, le=5)
     authority_sensitivity: float = Field(0.5, ge=0, le=1)
     update_cue: float = Field(0.3, ge=0, le=5)
+    echo: float = Field(0.0, ge=0, le=1, description="chance that a reply to a statement turn restates a value the "
+                                                     "agent holds about the statement's topic (else an acknowledgement)")
+    echo_primacy: float = Field(0.0, ge=0, le=1, description="when echoing: chance it restates the earliest value it "
+                                                             "holds (first impressions) rather than its answer")
     latency_median_s: float = Field(1.5, gt=0)
     latency_sigma: float = Field(0.4, ge=0)
     cues: Cues = Field(default_factory=Cues)
@@ -91,6 +101,10 @@ PROFILES: dict[str, RecallProfile] = {p.name: p for p in [
                   self_trust=0.2, rank_trust=0.2, conformity=1.5, authority_sensitivity=0.2, update_cue=0.0),
     RecallProfile(name="careful", description="weighs entries, prefers corrections and senior authors",
                   self_trust=0.1, rank_trust=0.2, conformity=0.1, authority_sensitivity=0.9, update_cue=1.0),
+    RecallProfile(name="echo", description="repeats the first value it heard in its replies and goes with the value "
+                                           "most entries repeat",
+                  self_trust=0.1, rank_trust=0.3, conformity=0.8, authority_sensitivity=0.6, update_cue=1.0,
+                  echo=1.0, echo_primacy=0.9),
 ]}
 
 _STOP = frozenset("""a an the and or of to in on at for by with from as is are was were be been being this that these
@@ -141,7 +155,7 @@ def value_tokens(text: str, query: str = "") -> frozenset[str]:
 @dataclass
 class Candidate:
     text: str
-    source: str  # "memory" or "own"
+    source: str  # "memory", "own", "case" (the case file) or "conversation" (another role's line)
     rank: int | None = None  # memory rank, 1-based
     turn: int | None = None  # own statement's turn
     author: str | None = None
@@ -182,6 +196,62 @@ def parse_own_statements(messages: list[dict[str, str]], cues: Cues) -> list[Can
     return out
 
 
+#: What a team member knows of the hierarchy when it reads a conversation: a speaker's
+#: authority by the role named (as a real model knows a paralegal from a senior lawyer);
+#: the case file is the record. Shown to the profile only through the weighing step.
+RECORD_AUTHORITY = 1.0
+#: How much a conversation line's lateness counts when weighing (a retrieved entry's rank counts 1).
+CONVERSATION_PRIOR = 0.5
+
+
+def _speaker_authority(speaker: str) -> float | None:
+    from workbench.worlds.recall.domains import DOMAINS
+
+    label = re.sub(r"^you \((.*)\)$", r"\1", speaker.strip()).replace(" ", "_")
+    for roles in DOMAINS.values():
+        if label in roles:
+            return float(roles[label])
+    return None
+
+
+def parse_context(messages: list[dict[str, str]], cues: Cues) -> tuple[list[Candidate], list[Candidate]]:
+    """The case file and the conversation so far, when the condition puts them in context
+    (any user message before the last): (own lines, others' lines and case-file facts).
+    Own lines (the speaker is "you ...") are the agent's statements and replies. Each
+    line carries its speaker's authority (the role's, from the team's hierarchy; the
+    record's for the case file), which profiles weigh as they weigh shown authors."""
+    own: list[Candidate] = []
+    other: list[Candidate] = []
+    for msg in messages[:-1]:
+        if msg.get("role") != "user":
+            continue
+        text = msg.get("content", "")
+        m = re.search(cues.case_header, text)
+        if m:
+            for line in text[m.end():].lstrip("\n").splitlines():
+                lm = re.match(cues.memory_line, line)
+                if not lm:
+                    break
+                other.append(Candidate(lm.group(1), "case", turn=0, author="record", authority=RECORD_AUTHORITY))
+        m = re.search(cues.conversation_header, text)
+        if not m:
+            continue
+        turn = 0
+        for line in text[m.end():].lstrip("\n").splitlines():
+            lm = re.match(cues.conversation_line, line)
+            rm = None if lm else re.match(cues.conversation_reply, line)
+            if lm:
+                turn, speaker, body = int(lm.group(1)), lm.group(2), lm.group(3)
+            elif rm:
+                speaker, body = rm.group(1), rm.group(2)
+            else:
+                break
+            mine = re.match(cues.own_speaker, speaker) is not None
+            (own if mine else other).append(Candidate(body, "own" if mine else "conversation", turn=turn,
+                                                      author=speaker, authority=_speaker_authority(speaker)))
+    return own, other
+
+
 def on_topic(candidates: list[Candidate], qwords: set[str]) -> dict[int, int]:
     """Candidates that are about the question, by id, with their overlap: those sharing
     at least half as many question words as the candidate that shares the most (a
@@ -192,31 +262,42 @@ def on_topic(candidates: list[Candidate], qwords: set[str]) -> dict[int, int]:
 
 
 def choose(profile: RecallProfile, query: str, own: list[Candidate], memory: list[Candidate],
-           draws: tuple[float, float, float]) -> tuple[Candidate | None, str]:
-    """The candidate the agent repeats, and why (recorded in the reply's extra)."""
+           draws: tuple[float, float, float], context: list[Candidate] | None = None) -> tuple[Candidate | None, str]:
+    """The candidate the agent repeats, and why (recorded in the reply's extra).
+
+    ``context``: the case file and the conversation when the condition shows them (its
+    own conversation lines come in ``own`` and are weighed with the rest). The
+    conversation has no ranks: its latest on-topic line plays the top rank's part."""
     d_self, d_auth, d_rank = draws
+    context = context or []
+    talk = [*context, *[c for c in own if c.source == "own" and c.author is not None]]  # lines of the conversation
     qwords = content_words(query)
-    topical = on_topic([c for c in [*memory, *own] if value_tokens(c.text, query)], qwords)
+    topical = on_topic([c for c in [*memory, *context, *own] if value_tokens(c.text, query)], qwords)
     on_own = [c for c in own if id(c) in topical]
     best_own = max(on_own, key=lambda c: (topical[id(c)], c.turn or 0), default=None)
     mem = [c for c in memory if id(c) in topical]
-    if best_own is not None and (not mem or d_self < profile.self_trust):
+    ctx = sorted((c for c in talk if id(c) in topical), key=lambda c: -(c.turn or 0))  # latest first
+    if best_own is not None and (not mem and not [c for c in ctx if c.source != "own"] or d_self < profile.self_trust):
         return best_own, "own statement"
-    if not mem:
+    if not mem and not ctx:
         return None, "nothing in context"
     shown = [c for c in mem if c.authority is not None]
     if shown and d_auth < profile.authority_sensitivity:
         top = max(shown, key=lambda c: (c.authority, -(c.rank or 0)))
         return top, "highest authority"
     if d_rank < profile.rank_trust:
-        return mem[0], "top rank"
+        return (mem[0], "top rank") if mem else (ctx[0], "latest statement")
+    mem = [*mem, *ctx]
     values = [value_tokens(c.text, query) for c in mem]
     n = len(mem)
 
     def weight(i: int) -> float:
         c = mem[i]
         support = sum(1 for j in range(n) if j != i and values[i] & values[j])
-        w = 1.0 - i / n + profile.conformity * support / max(1, n - 1)
+        prior = 1.0 - i / n
+        if c.source != "memory":  # the order of a conversation is a weaker cue than a retrieval's rank
+            prior *= CONVERSATION_PRIOR
+        w = prior + profile.conformity * support / max(1, n - 1)
         if re.search(profile.cues.update, c.text):
             w += profile.update_cue
         if c.authority is not None:
@@ -247,17 +328,61 @@ class RecallSimulatedClient(SimulatedAgent):
         q = re.search(cues.question, prompt)
         extra: dict[str, Any] = {"simulated": True, "profile": self.profile.name}
         if q is None:
-            text = self.rng.choice(_ACKS)
+            text = self._statement_reply(request.messages, prompt, extra)
         else:
             query = q.group(1).strip()
             draws = (self.rng.random(), self.rng.random(), self.rng.random())
-            own = parse_own_statements(request.messages, cues)
+            own_context, context = parse_context(request.messages, cues)
+            own = parse_own_statements(request.messages, cues) + own_context
             memory = parse_memory(prompt, cues)
-            picked, why = choose(self.profile, query, own, memory, draws)
+            picked, why = choose(self.profile, query, own, memory, draws, context)
             text = picked.text if picked is not None else "I do not know."
             extra.update(chose=why, source=picked.source if picked else None,
                          rank=picked.rank if picked else None, own_turn=picked.turn if picked else None)
         return self.simulated_reply(request, text, extra=extra)
+
+    def _statement_reply(self, messages: list[dict[str, str]], prompt: str, extra: dict[str, Any]) -> str:
+        """An acknowledgement; or, for a profile that echoes, a restatement of the value it
+        holds about the statement's topic (from memory shown, the conversation, its own lines)."""
+        p = self.profile
+        if p.echo <= 0:  # the draws of non-echoing profiles are as before
+            return self.rng.choice(_ACKS)
+        d_echo, d_first = self.rng.random(), self.rng.random()
+        draws = (self.rng.random(), self.rng.random(), self.rng.random())
+        ack = self.rng.choice(_ACKS)
+        sm = re.search(p.cues.statement, prompt)
+        if sm is None or d_echo >= p.echo:
+            return ack
+        content = sm.group(2).strip()
+        topic = " ".join(w for w in words(content) if w.lower() not in value_tokens(content))
+        current = Candidate(content, "own", turn=int(sm.group(1)))
+        own_context, context = parse_context(messages, p.cues)
+        own = [*parse_own_statements(messages, p.cues), *own_context, current]
+        memory = parse_memory(prompt, p.cues)
+        picked: Candidate | None = None
+        why = ""
+        if d_first < p.echo_primacy:
+            # first impressions: the case file, the conversation, its own lines, and the memory it was
+            # shown on earlier turns (each dated by the turn of the message that showed it)
+            seen = []
+            for msg in messages[:-1]:
+                tm = re.match(p.cues.message_turn, msg.get("content", "")) if msg.get("role") == "user" else None
+                if tm:
+                    seen += [Candidate(c.text, "memory", rank=c.rank, turn=int(tm.group(1)))
+                             for c in parse_memory(msg["content"], p.cues)]
+            seen += [Candidate(c.text, "memory", rank=c.rank, turn=current.turn) for c in memory]
+            qwords = content_words(topic)
+            pool = [c for c in [*context, *own, *seen] if value_tokens(c.text, topic)]
+            topical = on_topic(pool, qwords)
+            timed = [c for c in pool if id(c) in topical and c.turn is not None]
+            if timed:
+                # memory shown at a turn was written before that turn's statement
+                picked = min(timed, key=lambda c: (c.turn or 0, c.source != "memory", c.rank or 0))
+                why = "earliest value"
+        if picked is None:
+            picked, why = choose(p, topic, own, memory, draws, context)
+        extra.update(echo=why, source=picked.source if picked else None)
+        return f"Noted: {picked.text}" if picked is not None else ack
 
 
 # -- the simulated judge ---------------------------------------------------------------

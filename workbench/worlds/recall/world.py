@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,6 +180,44 @@ def entry_record(e: Any) -> dict[str, Any]:
             "turn": int(e.turn), "namespace": e.namespace, "fact_id": e.fact_id}
 
 
+_UPDATE = re.compile(r"(?i)\b(?:to|now|instead|corrected|changed|moved|revised|updated|replaced|amended|is|are)\b")
+
+
+def rule_value(text: str | None) -> str | None:
+    """The value a statement states, by rule: its canonical dates and amounts (the last
+    clause that holds any, so "moved from July 22 to July 29" states July 29), else its
+    name-like words; None when it states none ("Noted.")."""
+    from workbench.worlds.recall.simulated import canonical_values, value_tokens
+
+    if not text:
+        return None
+    vals = canonical_values(text)
+    if len(vals) > 1:  # a correction names the old value and the new one: the clause after the last cue
+        cuts = [m.end() for m in _UPDATE.finditer(text)]
+        for cut in reversed(cuts):
+            tail = canonical_values(text[cut:])
+            if tail:
+                vals = tail
+                break
+    if vals:
+        return " ".join(sorted(vals))
+    names = sorted(t for t in value_tokens(text) if not any(c.isdigit() for c in t))
+    return "name:" + " ".join(names) if names else None
+
+
+def statement_value(declared: str | None, text: str | None) -> tuple[str | None, str | None]:
+    """(value, value_source): the script's declared value when it has one, else the rule's."""
+    if declared:
+        return str(declared), "script"
+    v = rule_value(text)
+    return (v, "rule") if v is not None else (None, None)
+
+
+def _side(e: Any, origin: str | None) -> dict[str, Any]:
+    return {"entry_id": e.entry_id, "value": e.value, "authority": _num(e.authority), "author_role": e.author_role,
+            "turn": int(e.turn), "origin": origin}
+
+
 class RecallWorld:
     def __init__(self, cell: RecallCell, *, world_id: str, world_index: int, seed: int, templates: TemplateSet, base_dir: Path,
                  client_factory: ClientFactory, run: int = 1, cell_id: str = "") -> None:
@@ -218,6 +257,8 @@ class RecallWorld:
             self.judge = client_factory(cell.judge, JUDGE_SLOT, derive_seed(seed, "judge", cell.judge), {})
         self.memory: Any = None
         self.memory_log: list[dict[str, Any]] = []
+        self.conflicts: list[dict[str, Any]] = []  # invalidation events (module docstring)
+        self.origins: dict[int, str] = {}  # entry id -> origin of the write
         if cell.memory:
             from workbench.stores.chroma import vector_memory_class
             from workbench.stores.vector import Weights
@@ -225,10 +266,12 @@ class RecallWorld:
             VectorMemory = vector_memory_class(cell.vector_backend)  # the cell's store: memory or chroma
             self.memory = VectorMemory(embedder(cell.embedder), Weights(*cell.weights()),
                                        invalidation=cell.uses_invalidation(),
-                                       conflict_similarity=cell.conflict_similarity)
+                                       conflict_similarity=cell.conflict_similarity,
+                                       invalidate_stale=cell.invalidate_stale)
             for f in self.script.initial_facts:
                 self._write(f.text, author=RECORD, authority=f.authority_level, turn=0, namespace=SHARED_NS,
-                            fact_id=f.id, source="initial_fact")
+                            fact_id=f.id, source="initial_fact", declared=getattr(f, "value", None))
+        self.transcript: list[dict[str, Any]] = []  # the conversation so far: {turn, role, content, reply}
         self.steps: list[dict[str, Any]] = []
         self.turns: list[dict[str, Any]] = []
         self.retrievals: list[dict[str, Any]] = []
@@ -237,28 +280,69 @@ class RecallWorld:
         self.clock = 0.0
 
     # -- memory ----------------------------------------------------------------------
+    _ORIGINS = {"initial_fact": "initial", "turn": "script", "narration": "script", "reply": "reply"}
+
     def _write(self, text: str, *, author: str, authority: float, turn: int, namespace: str | None,
-               fact_id: str | None, source: str) -> dict[str, Any]:
+               fact_id: str | None, source: str, declared: str | None = None) -> dict[str, Any]:
+        value, value_source = statement_value(declared, text)
+        origin = self._ORIGINS[source]
         result = self.memory.add(text, author_role=author, authority=float(authority), turn=turn,
-                                 namespace=namespace, fact_id=fact_id)
-        rec = {"op": "add", "turn": turn, "source": source, "author_role": author, "authority": _num(authority),
-               "namespace": namespace, "fact_id": fact_id, "text": text,
+                                 namespace=namespace, fact_id=fact_id, value=value)
+        entry_id = result.entry_id if result.entry_id is not None else (
+            result.entry.entry_id if result.entry is not None else None)
+        if entry_id is not None:
+            self.origins[entry_id] = origin
+        first = len(self.conflicts)
+        for c in result.conflicts:
+            self.conflicts.append({"turn": turn, "type": c.type, "action": c.action, "fact_id": fact_id,
+                                   "new": _side(c.new, origin), "old": _side(c.old, self.origins.get(c.old.entry_id)),
+                                   "removed_id": c.removed_id})
+        rec = {"op": "add", "turn": turn, "origin": origin, "source": source, "author_role": author,
+               "authority": _num(authority), "namespace": namespace, "fact_id": fact_id, "value": value,
+               "value_source": value_source, "text": text, "entry_id": entry_id,
                "entry": entry_record(result.entry) if result.entry is not None else None,
                "refused": result.entry is None, "refused_by": getattr(result, "refused_by", None),
-               "removed": [entry_record(e) for e in result.removed]}
+               "removed": [entry_record(e) for e in result.removed],
+               "conflicts": list(range(first, len(self.conflicts)))}
         self.memory_log.append(rec)
         return rec
 
     def _namespace(self, role: str) -> str:
         return role
 
-    def _retrieve(self, role: str, query: str, turn: int) -> list[dict[str, Any]]:
+    def _retrieve(self, role: str, query: str, turn: int, purpose: str = "recall") -> list[dict[str, Any]]:
         namespaces = [role] if self.cell.namespaced else None  # a role's own entries, plus the shared ones
         hits = self.memory.search(query, current_turn=turn, k=self.cell.k, namespaces=namespaces)
         records = [hit_record(h) for h in hits]
-        self.retrievals.append({"turn": turn, "agent": role, "query": query, "k": self.cell.k,
+        self.retrievals.append({"turn": turn, "agent": role, "purpose": purpose, "query": query, "k": self.cell.k,
                                 "namespaces": namespaces, "memory_size": len(self.memory.entries), "hits": records})
         return records
+
+    def _write_reply(self, role: str, text: str, turn: int, fact_id: str | None) -> str | None:
+        """Store an agent's reply (``memory_writes: replies | both``); its entry id, if stored."""
+        if self.memory is None or not self.cell.writes_replies or not text.strip():
+            return None
+        rec = self._write(text, author=role, authority=role_authority(self.script.domain, role), turn=turn,
+                          namespace=self._namespace(role), fact_id=fact_id, source="reply")
+        return rec["entry"]["entry_id"] if rec["entry"] else None
+
+    # -- context ---------------------------------------------------------------------
+    def _window(self) -> list[dict[str, Any]]:
+        n = self.cell.context_turns
+        return list(self.transcript if n is None else self.transcript[-n:])
+
+    def _request_messages(self, agent: _Agent, prompt: str) -> tuple[list[dict[str, str]], list[int]]:
+        """The messages of one call and the conversation turns they hold. The private history
+        (``agent.messages``) always grows; with the conversation in context the call sees the
+        system prompt, the case file and the conversation so far, then the prompt."""
+        agent.messages.append({"role": "user", "content": prompt})
+        if not self.cell.shows_conversation:
+            return agent.messages, []
+        window = self._window()
+        context = P.context_message(self.t, facts=[f.text for f in self.script.initial_facts], transcript=window,
+                                    me=agent.role, total=len(self.transcript))
+        return ([agent.messages[0], {"role": "user", "content": context}, {"role": "user", "content": prompt}],
+                [int(x["turn"]) for x in window])
 
     # -- model calls -----------------------------------------------------------------
     async def _call(self, slot: str, role: str, route: str, client: ModelClient, messages: list[dict[str, str]],
@@ -289,32 +373,48 @@ class RecallWorld:
     # -- turns -------------------------------------------------------------------------
     async def _statement(self, turn: Any) -> None:
         agent = self.agents[turn.role]
-        agent.messages.append({"role": "user", "content": P.turn_message(self.t, turn=turn.turn, content=turn.content)})
-        reply = await self._call(agent.role, agent.role, agent.route, agent.client, agent.messages,
+        hits = None
+        if self.memory is not None and self.cell.retrieve == "every-turn":
+            hits = self._retrieve(agent.role, turn.content, turn.turn, purpose="turn")
+            prompt = P.turn_with_memory(self.t, turn=turn.turn, content=turn.content,
+                                        memory=P.memory_block(self.t, hits, authors=self.cell.authors_shown))
+        else:
+            prompt = P.turn_message(self.t, turn=turn.turn, content=turn.content)
+        messages, _ = self._request_messages(agent, prompt)
+        reply = await self._call(agent.role, agent.role, agent.route, agent.client, messages,
                                  self.cell.sampling, turn.turn, "turn")
         record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": False,
                                   "write_to_memory": turn.write_to_memory, "fact_id": turn.fact_id,
                                   "step": self.steps[-1]["seq"], "reply": reply.text if not reply.failed else None}
+        if hits is not None:
+            record["context_entry_ids"] = [h["entry_id"] for h in hits]
         self.turns.append(record)
+        self.transcript.append({"turn": turn.turn, "role": turn.role, "content": turn.content,
+                                "reply": None if reply.failed else reply.text})
         if reply.failed:
             return
         agent.messages.append({"role": "assistant", "content": reply.text})
         agent.voiced.append(turn.turn)
-        if turn.write_to_memory and self.memory is not None:
+        if turn.write_to_memory and self.memory is not None and self.cell.writes_script:
             rec = self._write(turn.content, author=turn.role, authority=role_authority(self.script.domain, turn.role),
                               turn=turn.turn, namespace=self._namespace(turn.role), fact_id=turn.fact_id,
-                              source="turn")
+                              source="turn", declared=getattr(turn, "value", None))
             record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
+        reply_entry = self._write_reply(turn.role, reply.text, turn.turn, turn.fact_id)
+        if reply_entry is not None:
+            record["reply_entry"] = reply_entry
 
     def _narration(self, turn: Any) -> None:
         record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": False,
                                   "write_to_memory": turn.write_to_memory, "fact_id": turn.fact_id, "step": None,
                                   "reply": None}
-        if turn.write_to_memory and self.memory is not None:
+        if turn.write_to_memory and self.memory is not None and self.cell.writes_script:
             rec = self._write(turn.content, author=NARRATOR, authority=role_authority(self.script.domain, NARRATOR),
-                              turn=turn.turn, namespace=NARRATOR, fact_id=turn.fact_id, source="narration")
+                              turn=turn.turn, namespace=NARRATOR, fact_id=turn.fact_id, source="narration",
+                              declared=getattr(turn, "value", None))
             record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
         self.turns.append(record)
+        self.transcript.append({"turn": turn.turn, "role": turn.role, "content": turn.content, "reply": None})
 
     async def _recall(self, turn: Any) -> None:
         agent = self.agents[turn.role]
@@ -322,9 +422,9 @@ class RecallWorld:
         hits = self._retrieve(agent.role, query, turn.turn) if self.memory is not None else None
         shown = P.memory_block(self.t, hits, authors=self.cell.authors_shown)
         own_turns = list(agent.voiced)
-        agent.messages.append({"role": "user", "content": P.recall_message(self.t, turn=turn.turn, content=turn.content,
-                                                                            memory=shown, query=query)})
-        reply = await self._call(agent.role, agent.role, agent.route, agent.client, agent.messages,
+        messages, conversation_turns = self._request_messages(
+            agent, P.recall_message(self.t, turn=turn.turn, content=turn.content, memory=shown, query=query))
+        reply = await self._call(agent.role, agent.role, agent.route, agent.client, messages,
                                  self.cell.sampling, turn.turn, "recall")
         agent.recalls += 1
         self.turns.append({"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": True, "write_to_memory": False,
@@ -343,14 +443,20 @@ class RecallWorld:
             "ground_truth": ground_truth, "answer": answer, "step": self.steps[-1]["seq"],
             **score_answer(answer, ground_truth), "judge": None,
             "context": {"entry_ids": [h["entry_id"] for h in hits] if hits is not None else [],
-                        "own_turns": own_turns, "memory_shown": hits is not None},
+                        "own_turns": own_turns, "memory_shown": hits is not None,
+                        "conversation_turns": conversation_turns, "case_file": self.cell.shows_conversation},
             "truth_rank": truth_rank, "top_entry_correct": bool(hits) and exact_match(hits[0]["text"], ground_truth),  # type: ignore[index]
         }
         self.recalls.append(recall)
+        self.transcript.append({"turn": turn.turn, "role": turn.role, "content": f"{turn.content} (asked: {query})",
+                                "reply": None if reply.failed else reply.text})
         if reply.failed:
             recall["correct"] = None
             return
         agent.messages.append({"role": "assistant", "content": reply.text})
+        reply_entry = self._write_reply(agent.role, reply.text, turn.turn, turn.target_fact_id)
+        if reply_entry is not None:
+            recall["reply_entry"] = reply_entry
         if self.judge is not None and answer is not None:
             messages = P.judge_messages(self.t, query=query, accepted=ground_truth, answer=answer)
             jr = await self._call(JUDGE_SLOT, JUDGE_SLOT, self.cell.judge, self.judge, messages,
@@ -416,8 +522,13 @@ class RecallWorld:
             "retrieval": {"memory": self.cell.memory, "alpha": a, "beta": b, "gamma": g, "k": self.cell.k,
                           "invalidation": self.cell.uses_invalidation() if self.cell.memory else False,
                           "embedder": self.cell.embedder if self.cell.memory else None,
-                          "authors_shown": self.cell.authors_shown, "namespaced": self.cell.namespaced},
+                          "authors_shown": self.cell.authors_shown, "namespaced": self.cell.namespaced,
+                          "memory_writes": self.cell.memory_writes if self.cell.memory else None,
+                          "retrieve": self.cell.retrieve if self.cell.memory else None,
+                          "invalidate_stale": self.cell.invalidate_stale if self.cell.memory else False,
+                          "conversation": self.cell.shows_conversation, "context_turns": self.cell.context_turns},
             "agents": agents, "turns": self.turns, "retrievals": self.retrievals, "memory_log": self.memory_log,
+            "conflicts": self.conflicts,
             "recalls": self.recalls, "n_steps": len(self.steps), "clock_end": round(self.clock, 6),
             "failed": self.failure, "valid": self._valid(), "timing": {"wall_s": round(wall_s, 6)},
         }
