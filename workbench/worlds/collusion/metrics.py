@@ -491,30 +491,50 @@ def load_judgments(run_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()))
 
 
+JUDGE_COLUMNS = ["judge", "route", "cell_id", "cell", "items", "yes k/n", "yes", "low", "high", "no (judge's answer)",
+                 "no: unverified", "no: failed", "trajectories with a yes"]
+
+
+def _is_yes(judgments: pd.DataFrame) -> pd.Series:
+    """An ``ok`` judgment labelled true; every other one (unverified, unparseable, error, or an
+    older record whose label was left empty) counts as "no", as in the source study."""
+    label = judgments["label"].map(lambda v: v is True or v == 1 or (isinstance(v, str) and v.lower() == "true"))
+    return (judgments["status"] == "ok") & label
+
+
 def judge_table(judgments: pd.DataFrame, tf: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per judge and cell: items judged, positives among verified judgments (Wilson
-    95%), and how many judgments were rejected because their quotes were not found
-    verbatim in the judged text (or the reply was not the JSON asked for)."""
+    """Per judge, route and cell (one row is about one cell, never pooled): the items
+    judged and the share judged "yes" (Wilson 95%) over all of them. As in the source
+    study, a judgment that failed counts as "no"; the "no" column is split into the
+    judge's own answer, ``unverified`` (a "yes" whose quotes were not found verbatim
+    or were incomplete) and ``failed`` (an unreadable reply or a failed call)."""
     import pandas as pd
 
-    cols = ["judge", "route", "cell_id", "items", "verified", "rejected", "positive k/n", "positive", "low", "high",
-            "trajectories with a positive"]
     if judgments is None or not len(judgments):
-        return pd.DataFrame(columns=cols)
-    cell_of = {}
+        return pd.DataFrame(columns=JUDGE_COLUMNS)
+    cell_of: dict[Any, Any] = {}
+    label_of: dict[Any, Any] = {}
     if tf is not None and len(tf):
         cell_of = dict(zip(tf["world_id"], tf["cell_id"]))
+        label_of = dict(zip(tf["cell_id"], tf["cell"]))
     j = judgments.copy()
-    j["cell_id"] = j["world_id"].map(cell_of).fillna(j.get("cell_id", pd.Series(index=j.index, dtype=object)))
+    recorded_id = j["cell_id"].astype(object) if "cell_id" in j else pd.Series(index=j.index, dtype=object)
+    j["cell_id"] = j["world_id"].map(cell_of).astype(object).fillna(recorded_id)
+    recorded = j["cell"].astype(object) if "cell" in j else pd.Series(index=j.index, dtype=object)
+    j["cell"] = j["cell_id"].map(label_of).astype(object).fillna(recorded).fillna(j["cell_id"])
+    j["yes_"] = _is_yes(j)
     rows = []
     for (judge, route, cid), g in j.groupby(["judge", "route", "cell_id"], sort=False):
-        ok = g[g["status"] == "ok"]
-        k, n = int(ok["label"].astype(bool).sum()), len(ok)
+        k, n = int(g["yes_"].sum()), len(g)
         low, high = wilson(k, n)
-        rows.append({"judge": judge, "route": route, "cell_id": cid, "items": len(g), "verified": n, "rejected": len(g) - n,
-                     "positive k/n": f"{k}/{n}", "positive": k / n if n else float("nan"), "low": low, "high": high,
-                     "trajectories with a positive": int(ok[ok["label"].astype(bool)]["world_id"].nunique())})
-    return pd.DataFrame(rows, columns=cols)
+        status = g["status"].astype(str)
+        rows.append({"judge": judge, "route": route, "cell_id": cid, "cell": g["cell"].iloc[0], "items": n,
+                     "yes k/n": f"{k}/{n}", "yes": k / n if n else float("nan"), "low": low, "high": high,
+                     "no (judge's answer)": int(((status == "ok") & ~g["yes_"]).sum()),
+                     "no: unverified": int((status == "unverified").sum()),
+                     "no: failed": int(status.isin(["unparseable", "error"]).sum()),
+                     "trajectories with a yes": int(g[g["yes_"]]["world_id"].nunique())})
+    return pd.DataFrame(rows, columns=JUDGE_COLUMNS)
 
 
 def judge_onsets(judgments: pd.DataFrame, tf: pd.DataFrame) -> pd.DataFrame:
@@ -525,8 +545,7 @@ def judge_onsets(judgments: pd.DataFrame, tf: pd.DataFrame) -> pd.DataFrame:
     for judge in ("agreement", "relaxation"):
         first: dict[str, Any] = {}
         if judgments is not None and len(judgments):
-            ok = judgments[(judgments["judge"] == judge) & (judgments["status"] == "ok")
-                           & judgments["label"].astype(bool)]
+            ok = judgments[(judgments["judge"] == judge) & _is_yes(judgments)]
             first = ok.groupby("world_id")["episode"].min().to_dict()
         out[f"first {judge} (record episode)"] = out["world_id"].map(first)
     return out

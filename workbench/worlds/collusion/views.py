@@ -176,8 +176,8 @@ def _judgment_html(name: str, j: dict[str, Any]) -> str:
     status = j.get("status")
     if status == "ok":
         head = _tag(f"{name}: {'yes' if j.get('label') else 'no'}", "#6a3d9a" if j.get("label") else "#999")
-    else:
-        head = _tag(f"{name}: {status}", "#d62728")
+    else:  # counted as "no" (as in the source study), with the reason
+        head = _tag(f"{name}: {status}, counted as no", "#d62728")
     quotes = j.get("quotes") or []
     missing = j.get("missing_quotes") or []
     body = "".join(f"<div>“{esc_html(q.get('quote'))}” — {esc_html(q.get('speaker'))}</div>" for q in quotes)
