@@ -34,6 +34,8 @@ from workbench.routes import is_simulated_route
 from workbench.seeding import derive_seed
 from workbench.worlds.base import WorldContext
 
+CHECKPOINTS = "checkpoints"  # per-world checkpoints a kind keeps in a run directory (kinds name their files)
+
 
 def world_seed(base_seed: int, world_index: int) -> int:
     return derive_seed(base_seed, "world", world_index)
@@ -155,9 +157,11 @@ def monitor_facts(study: Study) -> dict[str, Any] | None:
 
 async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1,
                         recorded: dict[str, list[dict[str, Any]]] | None = None,
-                        budget: Budget | None = None, ledger: CallLedger | None = None):  # noqa: ANN201
+                        budget: Budget | None = None, ledger: CallLedger | None = None,
+                        checkpoint_dir: Path | None = None):  # noqa: ANN201
     """Build and run one world of a cell; returns the kind's WorldOutcome with metrics
-    attached and its failure, if any, classed (see :mod:`workbench.models.failures`)."""
+    attached and its failure, if any, classed (see :mod:`workbench.models.failures`).
+    ``checkpoint_dir`` is handed to the kind (a kind may checkpoint a world there)."""
     kind = study.kind
     seed = world_seed(study.seed, world_index)
     wid = world_id(cell.cell_id, world_index)
@@ -166,7 +170,7 @@ async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1
              if study.monitor else {})
     ctx = WorldContext(world_id=wid, cell_id=cell.cell_id, world_index=world_index, seed=seed, run=run,
                        base_dir=study.base_dir, client_factory=client_factory_for(study, recorded, budget, ledger, tags),
-                       monitor=extra.get("monitor"))
+                       monitor=extra.get("monitor"), checkpoint_dir=checkpoint_dir)
     outcome = await kind.run_world(cell.spec, ctx)
     annotate_failure(outcome.world)
     if study.monitor is not None:
@@ -254,7 +258,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             if budget is not None and budget.exhausted:
                 summary.not_started += 1
                 continue
-            outcome = await run_one_world(study, cell, i, run, budget=budget, ledger=ledger)
+            outcome = await run_one_world(study, cell, i, run, budget=budget, ledger=ledger,
+                                          checkpoint_dir=out / CHECKPOINTS)
             failed = outcome.world.get("failed") or {}
             if is_budget_cut(failed.get("error")):
                 writer.append_cut(outcome.world)  # not a finished world: resume runs it again

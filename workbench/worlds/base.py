@@ -45,6 +45,9 @@ class WorldContext:
     base_dir: Path  # the params file's folder: templates and data paths are relative to it
     client_factory: ClientFactory
     monitor: Any = None  # a Monitor labelling steps after the world, or None
+    # a folder where a kind may keep its own per-world checkpoints, so that a world cut short
+    # (killed, crashed) continues from them when the run is resumed; None: no checkpoints
+    checkpoint_dir: Path | None = None
 
 
 class WorldKind:
