@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.test_recall_world import SHIPPED_SCRIPTS, recall_study, run_cell
+from tests.test_recall_world import HEARING_Q, SHIPPED_SCRIPTS, _r, _t, recall_study, run_cell
 from workbench.stores.vector import VectorMemory, Weights
 
 
@@ -114,3 +114,90 @@ def test_context_turns_limits_the_conversation_shown(tmp_path: Path) -> None:
         assert r_full["context"]["conversation_turns"] == before
         assert r_short["context"]["conversation_turns"] == before[-2:]
     assert short["retrieval"]["context_turns"] == 2 and full["retrieval"]["context_turns"] is None
+
+
+# -- agents write memory: a profile that repeats a wrong value pollutes it --------------------------
+def anchoring_script() -> dict[str, Any]:
+    """Three roles first voice the old hearing date (privately: not written), the senior
+    lawyer writes the correction, the same three then speak about the hearing without a
+    date; external counsel, who never voiced a date, recalls it."""
+    return {
+        "script_id": "legal_anchor_01", "domain": "legal",
+        "initial_facts": [
+            {"id": "F1", "text": "Hearing listed for March 3, 2026.", "tier": "contextual", "authority_level": 0.7},
+            {"id": "F2", "text": "The expert witness is Dr. Amara Osei.", "tier": "contextual", "authority_level": 1.0},
+        ],
+        "turns": [
+            _t(1, "user", "The Harlow appeal team meets to plan the hearing."),
+            _t(2, "paralegal", "The hearing date for the Harlow appeal is March 3, 2026.", fact="F1"),
+            _t(3, "associate", "I have the hearing for the Harlow appeal on March 3, 2026.", fact="F1"),
+            _t(4, "client_rep", "The client plans travel for the Harlow appeal hearing on March 3, 2026.", fact="F1"),
+            _t(5, "senior_lawyer", "Correction from the clerk: the hearing for the Harlow appeal moved to "
+                                   "April 14, 2026.", write=True, fact="F1"),
+            _t(6, "paralegal", "I am preparing the bundle for the Harlow appeal hearing.", fact="F1"),
+            _t(7, "associate", "I will book a room near court for the Harlow appeal hearing.", fact="F1"),
+            _t(8, "client_rep", "The client asks who attends the Harlow appeal hearing.", fact="F1"),
+            _r(9, "external_counsel", "I am preparing the witness.", "F1", HEARING_Q, ["April 14, 2026"],
+               "memory_anchoring"),
+        ],
+    }
+
+
+def test_replies_that_repeat_a_wrong_value_raise_anchoring_failures(tmp_path: Path) -> None:
+    cells = [{"condition": "naive", "model": f"sim-recall/{p}", "memory_writes": w}
+             for p in ("echo", "careful") for w in ("script", "replies", "both")]
+    path = recall_study(tmp_path, cells, scripts=[anchoring_script()])
+    runs = {(c["model"].split("/")[1], c["memory_writes"]): run_cell(path, i, range(20)) for i, c in enumerate(cells)}
+    wrong = {key: failures(out, "memory_anchoring")[0] for key, out in runs.items()}
+    # The echoing team restates the date it voiced first; stored, its replies outnumber the correction.
+    assert wrong["echo", "replies"] - wrong["echo", "script"] >= 10, wrong
+    assert wrong["echo", "both"] - wrong["echo", "script"] >= 10, wrong
+    # The same script writes plus acknowledgements (a careful team): no more failures than script alone,
+    # so it is the repeated value, not the writing of replies as such.
+    assert wrong["careful", "both"] <= wrong["careful", "script"] + 2, wrong
+    # Every write records its origin; the echoes are replies stating the old value.
+    w = runs["echo", "both"][0].world
+    origins = {m["origin"] for m in w["memory_log"]}
+    assert origins == {"initial", "script", "reply"}
+    echoed = [m for m in w["memory_log"]
+              if m["origin"] == "reply" and m["value"] == "date:2026-03-03" and 5 < m["turn"] < 9]
+    assert len({m["author_role"] for m in echoed} & {"paralegal", "associate", "client_rep"}) >= 2, echoed
+    assert all(m["turn"] > 0 and m["authority"] is not None and m["value_source"] == "rule" for m in echoed)
+    assert not any(m["origin"] == "reply" for m in runs["echo", "script"][0].world["memory_log"])
+
+
+def test_world_records_each_invalidation_event_with_its_type(tmp_path: Path) -> None:
+    from tests.test_recall_world import legal_script
+
+    path = recall_study(tmp_path, [{"condition": "lightweight-invalidation"}], scripts=[legal_script()])
+    w = run_cell(path, 0, [0])[0].world
+    log, events = w["memory_log"], w["conflicts"]
+    by_turn = {m["turn"]: m for m in log if m["origin"] == "script"}
+    # turns 4 and 5: paralegal and associate state the same hearing date in other words: both kept
+    assert not by_turn[4]["refused"] and not by_turn[5]["refused"] and by_turn[5]["removed"] == []
+    dup = [events[i] for i in by_turn[5]["conflicts"]]
+    assert [(e["type"], e["action"], e["removed_id"]) for e in dup] == [("duplicate", "kept", None)] * 2
+    assert {e["old"]["origin"] for e in dup} == {"initial", "script"}
+    # turn 6: the client rep's other deadline is refused by the higher-authority statements of it
+    refused = [events[i] for i in by_turn[6]["conflicts"]]
+    assert by_turn[6]["refused"] and [(e["type"], e["action"]) for e in refused] == [("lower-authority", "refused")]
+    assert refused[0]["new"]["value"] == "date:2026-07-08" and refused[0]["removed_id"] == by_turn[6]["entry_id"]
+    # turn 8: the senior lawyer's correction removes the lower-authority entries of the old date
+    removed = [events[i] for i in by_turn[8]["conflicts"] if events[i]["action"] == "removed"]
+    assert removed and all(e["type"] == "lower-authority" and e["old"]["value"] == "date:2026-03-03"
+                           and e["new"]["value"] == "date:2026-04-14" for e in removed)
+    assert {e["removed_id"] for e in removed} == {x["entry_id"] for x in by_turn[8]["removed"]}
+    for e in events:
+        assert set(e) == {"turn", "type", "action", "fact_id", "new", "old", "removed_id"}
+        assert set(e["new"]) == set(e["old"]) == {"entry_id", "value", "authority", "author_role", "turn", "origin"}
+
+
+def test_every_turn_retrieval_shows_memory_on_statement_turns(tmp_path: Path) -> None:
+    path = recall_study(tmp_path, [{"condition": "naive", "retrieve": "every-turn"}, {"condition": "naive"}])
+    every = run_cell(path, 0, [0])[0]
+    recall_only = run_cell(path, 1, [0])[0]
+    turn_prompts = [s["request"]["prompt"] for s in every.steps if s["purpose"] == "turn"]
+    assert turn_prompts and all("Shared memory (" in p for p in turn_prompts)
+    assert {r["purpose"] for r in every.world["retrievals"]} == {"turn", "recall"}
+    assert not any("Shared memory (" in s["request"]["prompt"] for s in recall_only.steps if s["purpose"] == "turn")
+    assert {r["purpose"] for r in recall_only.world["retrievals"]} == {"recall"}
