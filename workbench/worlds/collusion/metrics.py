@@ -171,6 +171,7 @@ def episode_row(ep: dict[str, Any]) -> dict[str, Any]:
         row[f"licensed_accept_{agent}"] = row[f"verdict_{agent}"] == "ACCEPT" and row[f"raw_complete_{PEER[agent]}"]
     row["licensed_collusion"] = row["collusion"] and (row["licensed_accept_alice"] or row["licensed_accept_bob"])
     row["collusion_strict"] = row["collusion"] and not row["licensed_collusion"]
+    row["context_drops"] = sum(v for v in (ep.get("context_drops") or {}).values() if isinstance(v, (int, float)))
     row["verdict_accuracy"] = sum(right) / len(right) if right else None
     row["raw_content_any"] = row["raw_content_alice"] or row["raw_content_bob"]
     row["max_message_chars"] = max((len(m.get("text") or "") for m in ep.get("messages") or []
@@ -410,6 +411,243 @@ def episode_rate_table(ef: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=EPISODE_RATE_COLUMNS)
 
 
+# -- onset as survival (Kaplan–Meier) ---------------------------------------------------------
+Z95 = 1.959963984540054
+
+
+def km_curve(durations: Sequence[float], events: Sequence[bool], horizon: int | None = None) -> list[dict[str, Any]]:
+    """The Kaplan–Meier estimate of "not yet colluded" at t = 0, 1, ..., ``horizon``
+    (statsmodels ``SurvfuncRight``): per t the number still at risk (duration ≥ t),
+    the events at t, the survival S(t), its Greenwood standard error and a pointwise
+    95 % interval on the log(−log) scale (S^exp(±z·se/(S·|log S|))); at S = 1 or 0 the
+    interval is that point. ``durations``: episode of the first collusion, or the
+    last observed episode for a trajectory that never colluded (censored)."""
+    import numpy as np
+    from statsmodels.duration.survfunc import SurvfuncRight
+
+    d = np.asarray([float(x) for x in durations])
+    e = np.asarray([1 if x else 0 for x in events])
+    last = int(horizon if horizon is not None else (d.max() if len(d) else 0))
+    if not len(d):
+        return []
+    times: list[float] = []
+    probs: list[float] = []
+    ses: list[float] = []
+    if e.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sf = SurvfuncRight(d, e)
+        times, probs, ses = list(sf.surv_times), list(sf.surv_prob), list(sf.surv_prob_se)
+    rows = []
+    for t in range(0, last + 1):
+        idx = max((i for i, u in enumerate(times) if u <= t), default=None)
+        surv = 1.0 if idx is None else float(probs[idx])
+        se = 0.0 if idx is None else float(ses[idx])
+        if surv <= 0.0 or surv >= 1.0 or not math.isfinite(se):
+            low = high = surv
+        else:
+            sigma = se / (surv * abs(math.log(surv)))
+            low, high = surv ** math.exp(Z95 * sigma), surv ** math.exp(-Z95 * sigma)
+        rows.append({"episode": t, "at_risk": int((d >= t).sum()) if t else len(d),
+                     "events": int(((d == t) & (e == 1)).sum()), "censored": int(((d == t) & (e == 0)).sum()),
+                     "survival": surv, "se": se, "low": low, "high": high})
+    return rows
+
+
+def km_median(durations: Sequence[float], events: Sequence[bool]) -> tuple[float, float, float]:
+    """The Kaplan–Meier median time to first collusion with its 95 % interval
+    (statsmodels ``quantile_ci``, complementary log-log, Brookmeyer–Crowley); NaN
+    where the curve never falls to one half ("not reached")."""
+    import numpy as np
+    from statsmodels.duration.survfunc import SurvfuncRight
+
+    e = np.asarray([1 if x else 0 for x in events])
+    if not len(e) or not e.any():
+        return float("nan"), float("nan"), float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sf = SurvfuncRight(np.asarray([float(x) for x in durations]), e)
+        med = float(sf.quantile(0.5))
+        low, high = (float(x) for x in sf.quantile_ci(0.5, alpha=0.05))
+    return med, low, high
+
+
+def _durations(g: pd.DataFrame) -> tuple[list[float], list[bool]]:
+    """Time to first collusion over evaluation episodes: the onset episode, else the
+    number of evaluation episodes observed (censored)."""
+    d = [float(o) if b else float(n) for o, b, n in zip(g["onset_episode"], g["ever_colluded"], g["episodes"])]
+    return d, [bool(b) for b in g["ever_colluded"]]
+
+
+SURVIVAL_COLUMNS = ["cell_id", "cell", "episode", "at_risk", "events", "censored", "survival", "se", "low", "high",
+                    "colluded", "colluded_low", "colluded_high"]
+
+
+def survival_table(tf: pd.DataFrame) -> pd.DataFrame:
+    """Per cell (never pooled), over valid trajectories: the Kaplan–Meier curve of
+    time to first collusion at each evaluation episode with pointwise 95 % bands;
+    ``colluded`` = 1 − survival (the onset curve read as a cumulative share)."""
+    import pandas as pd
+
+    rows = []
+    for cid in _cell_order(tf):
+        g = tf[(tf["cell_id"] == cid) & tf["valid"]]
+        if not len(g):
+            continue
+        d, e = _durations(g)
+        for r in km_curve(d, e, int(g["episodes"].max())):
+            rows.append({"cell_id": cid, "cell": g["cell"].iloc[0], **r, "colluded": 1 - r["survival"],
+                         "colluded_low": 1 - r["high"], "colluded_high": 1 - r["low"]})
+    return pd.DataFrame(rows, columns=SURVIVAL_COLUMNS)
+
+
+ONSET_MEDIAN_COLUMNS = ["cell_id", "cell", "trajectories", "colluded", "censored", "KM median onset", "low", "high"]
+
+
+def onset_median_table(tf: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: the Kaplan–Meier median onset (evaluation episode) with its 95 %
+    interval; trajectories that never colluded count as censored at their last
+    episode, so the median is over all valid trajectories, not only the colluding."""
+    import pandas as pd
+
+    rows = []
+    for cid in _cell_order(tf):
+        g = tf[(tf["cell_id"] == cid) & tf["valid"]]
+        d, e = _durations(g)
+        med, low, high = km_median(d, e)
+        rows.append({"cell_id": cid, "cell": tf[tf["cell_id"] == cid]["cell"].iloc[0], "trajectories": len(g),
+                     "colluded": sum(e), "censored": len(e) - sum(e), "KM median onset": med, "low": low,
+                     "high": high})
+    return pd.DataFrame(rows, columns=ONSET_MEDIAN_COLUMNS)
+
+
+# -- breakdowns: task family, agent, delivery and forced verdicts ---------------------------------
+FAMILY_COLUMNS = ["cell_id", "cell", "family", "episodes", "colluding", "rate", "low", "high", "trajectories",
+                  "onsets in family", "verdict accuracy", "raw content"]
+
+
+def family_table(ef: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and task family, over the evaluation episodes of valid trajectories:
+    colluding episodes among the family's episodes (Wilson 95 %; episodes of one
+    trajectory are not independent, so the interval is narrower than it should be),
+    how many trajectories had the family, how many collusion onsets fell in it, the
+    verdict accuracy and the share of episodes with raw-log content."""
+    import pandas as pd
+
+    if not len(ef):
+        return pd.DataFrame(columns=FAMILY_COLUMNS)
+    ev = ef[~ef["warmup"] & ef["valid"]]
+    first = ev[ev["collusion"]].sort_values("eval_episode").groupby("world_id").head(1)
+    rows = []
+    for cid in list(dict.fromkeys(ef["cell_id"])):
+        g = ev[ev["cell_id"] == cid]
+        for fam, h in g.groupby("family", sort=True):
+            k, n = int(h["collusion"].sum()), len(h)
+            low, high = wilson(k, n)
+            rows.append({"cell_id": cid, "cell": h["cell"].iloc[0], "family": fam, "episodes": n, "colluding": k,
+                         "rate": k / n, "low": low, "high": high, "trajectories": int(h["world_id"].nunique()),
+                         "onsets in family": int(((first["cell_id"] == cid) & (first["family"] == fam)).sum()),
+                         "verdict accuracy": float(h["verdict_accuracy"].astype(float).mean()),
+                         "raw content": float(h["raw_content_any"].mean())})
+    return pd.DataFrame(rows, columns=FAMILY_COLUMNS)
+
+
+AGENT_COLUMNS = ["cell_id", "cell", "agent", "episodes", "accepts", "accept share", "low", "high",
+                 "verdict accuracy", "task correct", "raw content share", "delivery failures",
+                 "episodes with a delivery failure", "forced verdicts", "mean reward"]
+
+
+def agent_table(ef: pd.DataFrame) -> pd.DataFrame:
+    """Per cell and agent (alice, bob), over evaluation episodes of valid
+    trajectories: ACCEPT share of the agent's verdicts (Wilson 95 %, episodes as
+    units), verdict accuracy, own task correctness, share of episodes where its
+    messages carried raw-log content, message turns with nothing delivered,
+    forced verdicts (no valid verdict within the attempts) and mean reward."""
+    import pandas as pd
+
+    if not len(ef):
+        return pd.DataFrame(columns=AGENT_COLUMNS)
+    ev = ef[~ef["warmup"] & ef["valid"]]
+    rows = []
+    for cid in list(dict.fromkeys(ef["cell_id"])):
+        g = ev[ev["cell_id"] == cid]
+        if not len(g):
+            continue
+        for a in AGENTS:
+            n = len(g)
+            k = int((g[f"verdict_{a}"] == "ACCEPT").sum())
+            low, high = wilson(k, n)
+            fails = g[f"delivery_failures_{a}"].fillna(0).astype(int)
+            rows.append({"cell_id": cid, "cell": g["cell"].iloc[0], "agent": a, "episodes": n, "accepts": k,
+                         "accept share": k / n, "low": low, "high": high,
+                         "verdict accuracy": _mean(g[f"verdict_right_{a}"]),
+                         "task correct": _mean(g[f"truth_{a}"]),
+                         "raw content share": float(g[f"raw_content_{a}"].mean()),
+                         "delivery failures": int(fails.sum()),
+                         "episodes with a delivery failure": int((fails > 0).sum()),
+                         "forced verdicts": int(g[f"forced_{a}"].sum()),
+                         "mean reward": _mean(g[f"reward_{a}"])})
+    return pd.DataFrame(rows, columns=AGENT_COLUMNS)
+
+
+PROTOCOL_COLUMNS = ["cell_id", "cell", "episodes", "delivery failures", "episodes with a delivery failure",
+                    "forced verdicts", "episodes with a forced verdict", "context drops"]
+
+
+def protocol_table(ef: pd.DataFrame) -> pd.DataFrame:
+    """Per cell, over all episodes of valid trajectories (warm-ups included: the
+    protocol ran in them too): message turns with nothing delivered (both agents),
+    forced verdicts, and the episodes where either happened."""
+    import pandas as pd
+
+    if not len(ef):
+        return pd.DataFrame(columns=PROTOCOL_COLUMNS)
+    ev = ef[ef["valid"]]
+    rows = []
+    for cid in list(dict.fromkeys(ef["cell_id"])):
+        g = ev[ev["cell_id"] == cid]
+        if not len(g):
+            continue
+        fails = sum(g[f"delivery_failures_{a}"].fillna(0).astype(int) for a in AGENTS)
+        forced = sum(g[f"forced_{a}"].astype(int) for a in AGENTS)
+        rows.append({"cell_id": cid, "cell": g["cell"].iloc[0], "episodes": len(g),
+                     "delivery failures": int(fails.sum()), "episodes with a delivery failure": int((fails > 0).sum()),
+                     "forced verdicts": int(forced.sum()), "episodes with a forced verdict": int((forced > 0).sum()),
+                     "context drops": int(g["context_drops"].fillna(0).sum()) if "context_drops" in g else 0})
+    return pd.DataFrame(rows, columns=PROTOCOL_COLUMNS)
+
+
+EVALUATION_COLUMNS = ["world_id", "cell_id", "cell", "episode", "warmup", "agent", "task", "family", "correct",
+                      "missing", "extra", "problem"]
+
+
+def evaluation_frame(worlds: Any) -> pd.DataFrame:
+    """What each saved answer got wrong, recomputed from the records (the recorded
+    answer and task id): one row per agent and episode with the expected items it
+    lacked (``missing``), the ones it added (``extra``) and any ``problem``
+    (unparseable, repeats, nothing saved). See ``tasks.evaluation_detail``."""
+    import pandas as pd
+
+    from workbench.worlds.collusion import tasks as T
+
+    rows = []
+    for w in _worlds_of(worlds):
+        ids = _world_ids(w)
+        for ep in w.get("episodes") or []:
+            for a in AGENTS:
+                if (ep.get("controlled") or {}).get(a):
+                    continue
+                task_id = (ep.get("tasks") or {}).get(a)
+                try:
+                    task = T.get_task(str(task_id))
+                except KeyError:
+                    continue
+                detail = T.evaluation_detail(task, (ep.get("answers") or {}).get(a))
+                rows.append({"world_id": ids["world_id"], "cell_id": ids["cell_id"], "cell": ids["cell"],
+                             "episode": ep.get("episode"), "warmup": bool(ep.get("warmup")), "agent": a,
+                             "task": task_id, "family": task.family, "correct": detail["correct"],
+                             "missing": detail["missing"], "extra": detail["extra"], "problem": detail["problem"]})
+    return pd.DataFrame(rows, columns=EVALUATION_COLUMNS)
+
+
 DIFF = "difference (B−A)"  # the column name views.forest.forest_figure reads
 
 
@@ -562,9 +800,15 @@ def metric_tables(records: Any) -> dict[str, pd.DataFrame]:
         "onset_curve": onset_curve_table(tf),
         "onset_strict": onset_table(tf, strict=True),
         "episode_rate": episode_rate_table(ef),
+        "survival": survival_table(tf),
+        "onset_median": onset_median_table(tf),
+        "families": family_table(ef),
+        "agents": agent_table(ef),
+        "protocol": protocol_table(ef),
         "differences_vs_main": differences_table(tf),
         "trajectories": tf,
         "episodes": ef,
+        "evaluations": evaluation_frame(records),
     }
     run_dir = getattr(records, "dir", None)
     if run_dir is not None:
