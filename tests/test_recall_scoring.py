@@ -285,3 +285,20 @@ def test_accuracy_tables_carry_the_mean_partial_score_of_the_same_recalls() -> N
                     recall(11, "belief_asymmetry", "F1", DEADLINE, "September 30, 2026", False)])
     t = metric_tables([w])["by_condition"]
     assert t["mean partial_score"].iloc[0] == pytest.approx((1 + 1 / 3) / 2)
+
+
+def test_an_earlier_recall_answer_counts_as_said_about_its_target_fact() -> None:
+    """Two agents gave the stale offer in earlier recalls (the turn records of recall
+    turns carry no fact id): a third recall giving it again is anchored."""
+    w = story()
+    w["recalls"] = [recall(8, "memory_anchoring", "F2", OFFER, "It is 999 dollars.", False),
+                    recall(9, "memory_anchoring", "F2", OFFER, "It is 999 dollars.", False),
+                    recall(12, "memory_anchoring", "F2", OFFER, "It is 999 dollars.", False)]
+    w["recalls"][1]["role"] = w["recalls"][1]["agent"] = "paralegal"
+    w["turns"] = [*w["turns"], {"turn": 8, "role": "associate", "content": "What is the offer?", "fact_id": None,
+                                "is_recall": True, "write_to_memory": False, "reply": "It is 999 dollars."},
+                  {"turn": 9, "role": "paralegal", "content": "What is the offer?", "fact_id": None,
+                   "is_recall": True, "write_to_memory": False, "reply": "It is 999 dollars."}]
+    assert given_value(w, w["recalls"][0])["kind"] == "other"  # nobody said it before turn 8
+    g = given_value(w, w["recalls"][2])
+    assert g["kind"] == "anchored" and g["said_by"] == ["associate", "paralegal"]

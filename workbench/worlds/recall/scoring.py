@@ -275,8 +275,9 @@ class Statement:
 def world_statements(world: dict[str, Any]) -> list[Statement]:
     """Every statement a world record holds, once each: the initial facts (turn 0, by
     the record), memory writes (refused ones too: they were said), turn contents
-    (where the record keeps them) and agents' replies. A write's ``value`` (the
-    script's, where recorded) is read beside its text."""
+    (where the record keeps them) and agents' replies (a recall's answer tagged with
+    the recall's target fact). A write's ``value`` (the script's, where recorded)
+    is read beside its text."""
     authority = {a.get("role"): a.get("authority") for a in world.get("agents", [])}
     out: list[Statement] = []
     seen: set[tuple[int, str, str]] = set()
@@ -296,8 +297,10 @@ def world_statements(world: dict[str, Any]) -> list[Statement]:
         add(0, "record", f.get("authority_level"), f.get("id"), f.get("text"), f.get("value"))
     for e in world.get("memory_log") or []:
         add(e.get("turn"), e.get("author_role"), e.get("authority"), e.get("fact_id"), e.get("text"), e.get("value"))
+    targets = {r.get("turn"): r.get("target_fact_id") for r in world.get("recalls") or []}
     for t in world.get("turns") or []:
-        fact = t.get("fact_id")
+        # a recall turn's reply (an answer other agents may hear) is about the recall's target fact
+        fact = t.get("fact_id") or (targets.get(t.get("turn")) if t.get("is_recall") else None)
         if t.get("content"):
             add(t.get("turn"), t.get("role"), authority.get(t.get("role")), fact, t["content"], t.get("value"))
         if t.get("reply"):
