@@ -56,7 +56,7 @@ MENTION = re.compile(
 
 
 def mentions_other(text: str | None) -> bool:
-    return bool(text) and _mentions(text)  # type: ignore[arg-type]
+    return bool(text) and _mentions(text)
 
 
 @functools.lru_cache(maxsize=1 << 16)
