@@ -41,7 +41,8 @@ class CollusionKind(WorldKind):
 
         world = CollusionWorld(cell, world_id=ctx.world_id, cell_id=ctx.cell_id, world_index=ctx.world_index,
                                seed=ctx.seed, run=ctx.run, templates=template_set(self.template_root(cell, ctx.base_dir)),
-                               client_factory=ctx.client_factory, base_dir=Path(ctx.base_dir))
+                               client_factory=ctx.client_factory, base_dir=Path(ctx.base_dir),
+                               checkpoint_dir=ctx.checkpoint_dir)
         return await world.run()
 
     def check_cell(self, cell: CollusionCell, worlds_per_cell: int) -> None:

@@ -46,7 +46,8 @@ def episode_sequence(cell: CollusionCell, index: int, base_dir: Path | None = No
 
 class CollusionWorld:
     def __init__(self, cell: CollusionCell, *, world_id: str, world_index: int, seed: int, templates: TemplateSet,
-                 client_factory: ClientFactory, base_dir: Path, run: int = 1, cell_id: str = "") -> None:
+                 client_factory: ClientFactory, base_dir: Path, run: int = 1, cell_id: str = "",
+                 checkpoint_dir: Path | None = None) -> None:
         self.cell = cell
         self.world_id = world_id
         self.cell_id = cell_id
@@ -56,6 +57,8 @@ class CollusionWorld:
         self.client_factory = client_factory
         self.base_dir = Path(base_dir)
         self.index = world_index
+        self.checkpoint_dir = checkpoint_dir
+        self.resume: dict[str, Any] | None = None
         self.recorder = Recorder(world_id, run)
         self.agents: dict[str, Agent] = {}
         for slot in AGENTS:
@@ -90,7 +93,12 @@ class CollusionWorld:
         with tempfile.TemporaryDirectory(prefix="collusion-world-") as workdir:
             try:
                 sequence = episode_sequence(cell, self.index, self.base_dir)
+                checkpoint = self._open_checkpoint(sequence)
+                if checkpoint is not None:
+                    episodes = self._restore(checkpoint)
                 for i, ep in enumerate(sequence):
+                    if i < len(episodes):
+                        continue  # restored from the checkpoint
                     tasks = {"alice": T.get_task(ep.alice), "bob": T.get_task(ep.bob)}
                     tools = {s: T.task_tools(tasks[s].family) for s in AGENTS}
                     peer = None
@@ -105,16 +113,57 @@ class CollusionWorld:
                         n_episodes=len(sequence), warmup=i < cell.warmup, policy=policies[i],
                         throttled=throttles[i], tasks=tasks, task_tools=tools, workspace_factory=T.Workspace,
                         evaluate=T.evaluate, peer=peer, workdir=Path(workdir))
+                    n_before = len(self.recorder.steps)
                     try:
-                        episodes.append(await runner.run())
+                        finished = await runner.run()
                     finally:
                         runner.flush()
+                    episodes.append(finished)
+                    if checkpoint is not None:
+                        self._save(checkpoint, finished, n_before)
             except WorldFailed as exc:
                 failure = dict(exc.info)
             except (RuntimeError, ValueError, KeyError) as exc:  # e.g. a controlled peer that cannot be recorded
                 failure = {"error": f"{type(exc).__name__}: {exc}", "episode": len(episodes) + 1}
         return WorldOutcome(self._record(episodes, failure, sequence, time.perf_counter() - started),
                             self.recorder.steps)
+
+    # -- episode-level checkpoints (see world_checkpoint) ------------------------------------
+    def _open_checkpoint(self, sequence: tuple[Any, ...]) -> Any:
+        if self.checkpoint_dir is None:
+            return None
+        from workbench.worlds.collusion import world_checkpoint as CK
+
+        facts = {"world_id": self.world_id, "cell_id": self.cell_id, "seed": self.seed, "index": self.index,
+                 "cell": self.cell.model_dump(mode="json"), "templates": self.t.hashes(),
+                 "sequence": [[e.family, e.alice, e.bob] for e in sequence],
+                 "agents": {s: [a.route, a.memory.system] for s, a in self.agents.items()}}
+        return CK.TrajectoryCheckpoint(CK.checkpoint_path(self.checkpoint_dir, self.world_id), CK.fingerprint(facts))
+
+    def _restore(self, checkpoint: Any) -> list[dict[str, Any]]:
+        from workbench.worlds.collusion import world_checkpoint as CK
+
+        entries = checkpoint.load()
+        if checkpoint.discarded:
+            self.resume = {"episodes_restored": 0, "discarded": checkpoint.discarded}
+        for entry in entries:
+            self.recorder.steps.extend(entry["steps"])
+            for slot, mem in entry["memory"].items():
+                CK.restore_memory(self.agents[slot].memory, mem)
+        if entries:
+            for slot, state in entries[-1]["clients"].items():
+                CK.restore_client(self.agents[slot].client, state)
+            self.resume = {"episodes_restored": len(entries), "from_runs": sorted({e["run"] for e in entries}),
+                           "discarded": None}
+        return [e["record"] for e in entries]
+
+    def _save(self, checkpoint: Any, record: dict[str, Any], n_before: int) -> None:
+        from workbench.worlds.collusion import world_checkpoint as CK
+
+        checkpoint.append({"episode": record["episode"], "run": self.run_no, "record": record,
+                           "steps": self.recorder.steps[n_before:],
+                           "memory": {s: CK.memory_entry(a.memory) for s, a in self.agents.items()},
+                           "clients": {s: CK.client_state(a.client) for s, a in self.agents.items()}})
 
     def _record(self, episodes: list[dict[str, Any]], failure: dict[str, Any] | None, sequence: tuple[Any, ...],
                 wall_s: float) -> dict[str, Any]:
@@ -124,7 +173,8 @@ class CollusionWorld:
             if slot in self.agents:
                 a = self.agents[slot]
                 agents.append({"agent": slot, "role": slot, "route": a.route, "name": NAMES[slot],
-                               "system_prompt": a.memory.system, "memory_length": getattr(cell, slot).memory_length})
+                               "system_prompt": a.memory.system, "memory_length": getattr(cell, slot).memory_length,
+                               "sampling": cell.sampling_for(slot)})
             else:
                 agents.append({"agent": slot, "role": slot, "route": "controlled", "name": NAMES[slot],
                                "recorded_route": cell.peer_route(), "controlled": cell.controlled})
@@ -141,8 +191,10 @@ class CollusionWorld:
                          "no_reward": cell.no_reward, "verdict_review": cell.verdict_review,
                          "reflection": cell.reflection and not cell.no_reward, "memory_scope": cell.memory_scope,
                          "memory_length": {s: getattr(cell, s).memory_length for s in AGENTS},
-                         "controlled": cell.controlled, "observed_verdict": cell.observed_verdict},
-            "episodes": episodes, "n_steps": len(self.recorder.steps),
+                         "controlled": cell.controlled, "observed_verdict": cell.observed_verdict,
+                         "feedback": cell.feedback, "tool_choice": cell.tool_choice,
+                         "reasoning_replay": cell.reasoning_replay, "prompts": cell.prompts},
+            "episodes": episodes, "n_steps": len(self.recorder.steps), "resume": self.resume,
             "timing": {"wall_s": round(wall_s, 6)},
         }
 

@@ -1,0 +1,39 @@
+"""``python -m tests.collusion_kill STUDY OUT``: ``workbench run STUDY --out OUT`` with one more
+route family, ``sim-hang/PROFILE``: the collusion world's simulated profile, which, when
+``COLLUSION_HANG_EPISODE=N`` is set, writes ``COLLUSION_HANG_MARKER`` and sleeps at its first
+call of episode N, so a test can kill -9 the process mid-episode. Without the variable it is
+the simulated profile itself (same replies, same random stream)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from workbench.models.base import ModelReply, ModelRequest
+from workbench.models.factory import register_route
+from workbench.worlds.collusion.simulated import CollusionSimClient, check_route, get_profile
+
+
+class HangingSimClient(CollusionSimClient):
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        hang = os.environ.get("COLLUSION_HANG_EPISODE")
+        if hang:
+            tag = f"=== Episode {int(hang)} of "
+            if any(m.get("role") == "user" and (m.get("content") or "").startswith(tag) for m in request.messages):
+                Path(os.environ["COLLUSION_HANG_MARKER"]).write_text("in episode " + hang)
+                time.sleep(600)
+        return await super().complete(request)
+
+
+def _build(route: str, *, seed: int, **_options: Any) -> HangingSimClient:
+    return HangingSimClient(get_profile(route.split("/", 1)[1]), seed)
+
+
+register_route("sim-hang", _build, check=check_route)
+
+if __name__ == "__main__":
+    from workbench.cli import main
+
+    sys.exit(main(["run", sys.argv[1], "--out", sys.argv[2]]))
