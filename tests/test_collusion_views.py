@@ -35,6 +35,27 @@ def test_onset_figure_has_a_band_and_a_line_per_cell():
     assert len(fig.data) == 1
 
 
+def test_survival_figure_has_a_band_and_a_step_line_per_cell():
+    tf = M.trajectory_frame(_worlds())
+    fig = V.survival_figure(M.survival_table(tf))
+    assert len(fig.data) == 4 and fig.data[0].fill == "toself" and fig.data[1].line.shape == "hv"
+    assert list(fig.data[1].x) == [0, 1, 2, 3, 4, 5, 6]
+    assert list(fig.data[1].y) == pytest.approx([1, 0.75, 0.5, 0.25, 0.25, 0.25, 0.25])  # main: onsets 1, 3, -, 2
+    assert "&lt;b&gt;peer&lt;/b&gt;" in fig.data[3].name and "<b>" not in fig.data[3].name
+
+
+def test_report_breakdowns_are_per_cell_and_escaped(tmp_path):
+    worlds = _worlds()
+    worlds[0]["episodes"][0]["delivery_failures"] = {"alice": 2, "bob": 0}
+    r = V.CollusionReport.load(write_run(tmp_path / "run", worlds))
+    for view in (r.family_table(), r.agent_table(), r.protocol_table(), r.onset_median_table()):
+        assert "<b>peer</b>" not in view.data and "peer" in view.data
+    assert "Delivery failures and forced verdicts" in r.protocol_table().data
+    protocol = r.tables["protocol"].set_index("cell_id")
+    assert protocol.loc["main", "delivery failures"] == 2 and protocol.loc["peer", "delivery failures"] == 0
+    assert set(r.sections()) >= {"onset", "breakdown", "protocol"}
+
+
 def test_trajectory_html_escapes_every_model_text():
     msgs = [("alice", f"hello {EVIL}"), ("bob", "fine")]
     w = trajectory("w", [1], n=2, messages=msgs, reflections=(f"refl {EVIL}", None))
@@ -102,6 +123,8 @@ def test_notebooks_execute_and_escape(synthetic_run, tmp_path):
     errors = [o for c in doc["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     assert "SIMULATED" in text and "Collusion onset" in text and "agreement" in text
+    assert "Kaplan" in text and "Median onset (Kaplan" in text and "Collusion by task family" in text
+    assert "Delivery failures and forced verdicts" in text
     assert "by episode 6" in text and "Headline: ever colluded" in text and "violating &amp;lt;b&amp;gt;peer" not in text
     assert "<script>alert" not in text.replace("\\u003cscript", "")  # html outputs hold it escaped only
     assert "&lt;script&gt;alert" in text
