@@ -6,7 +6,14 @@ real model. On a recall question it collects candidates from its context:
 - the "Shared memory" lines of the question (retrieved entries, in rank order,
   with author and authority when the prompt shows them);
 - its own earlier statements (the turn contents it voiced, in its private
-  history) that share content words with the question.
+  history) that share content words with the question;
+- when the condition puts them in context (``baseline``, or ``conversation:
+  true``): the case file (the record, authority 1) and the conversation so far,
+  each line with its speaker (its own lines, marked "you", count as its own
+  statements; another speaker's authority is its role's in the team, as a real
+  model knows a paralegal from a senior lawyer). The conversation has no ranks:
+  its latest on-topic line plays the top rank's part, and in the weighing a
+  line's lateness counts half as much as a retrieved entry's rank.
 
 A candidate's *value* is its set of date/number/amount/dose/name-like tokens
 that the question does not contain. The profile decides which candidate the
@@ -22,6 +29,13 @@ agent repeats as its answer:
   other entries repeat its value (memory anchoring), plus ``update_cue`` when the
   entry says it corrects or supersedes something, plus ``authority_sensitivity``
   × its authority when shown.
+
+On a statement turn an agent acknowledges; a profile with ``echo`` instead
+restates, with that chance, a value it holds about the statement's topic: with
+chance ``echo_primacy`` the earliest one it has seen (the case file, the
+conversation, its own lines, memory shown on earlier turns: first impressions),
+else the one it would answer with. Under ``memory_writes: replies`` such replies
+are stored, so a team that repeats an old value pollutes memory (anchoring).
 
 So the failure modes arise from what retrieval put in front of the agent and
 from its disposition, never from a table of outcomes. Every draw is made at

@@ -66,6 +66,9 @@ Records written in the world record (besides the script, cell, agents, steps):
 ``recalls[].context``: ``entry_ids`` (retrieved), ``own_turns``,
     ``memory_shown``, ``conversation_turns`` (turn numbers of the
     conversation in context, [] when off), ``case_file`` (bool).
+steps: with the conversation in context, ``request.conversation_turns`` (the
+    turns the call's context message held; the message itself is rebuilt from
+    the script and the recorded replies, its hash is ``messages_sha256``).
 ``retrieval`` (world-level settings): adds ``memory_writes``, ``retrieve``,
     ``conversation``, ``context_turns``, ``invalidate_stale``.
 """
@@ -346,7 +349,8 @@ class RecallWorld:
 
     # -- model calls -----------------------------------------------------------------
     async def _call(self, slot: str, role: str, route: str, client: ModelClient, messages: list[dict[str, str]],
-                    params: dict[str, Any], turn: int, purpose: str) -> ModelReply:
+                    params: dict[str, Any], turn: int, purpose: str,
+                    conversation_turns: list[int] | None = None) -> ModelReply:
         request = ModelRequest(messages=[dict(m) for m in messages], params=dict(params))
         started = time.perf_counter()
         try:
@@ -363,7 +367,8 @@ class RecallWorld:
             "t_issue": round(t_issue, 6), "t_done": self.clock,
             "request": {"route": route, "params": dict(request.params), "n_messages": len(msgs),
                         "messages_sha256": hashlib.sha256(json.dumps(msgs, ensure_ascii=False).encode()).hexdigest(),
-                        "prompt": msgs[-1]["content"]},
+                        "prompt": msgs[-1]["content"],
+                        **({"conversation_turns": conversation_turns} if conversation_turns is not None else {})},
             "reply": as_record(reply),
         })
         if reply.failed:
@@ -380,9 +385,10 @@ class RecallWorld:
                                         memory=P.memory_block(self.t, hits, authors=self.cell.authors_shown))
         else:
             prompt = P.turn_message(self.t, turn=turn.turn, content=turn.content)
-        messages, _ = self._request_messages(agent, prompt)
+        messages, conversation_turns = self._request_messages(agent, prompt)
         reply = await self._call(agent.role, agent.role, agent.route, agent.client, messages,
-                                 self.cell.sampling, turn.turn, "turn")
+                                 self.cell.sampling, turn.turn, "turn",
+                                 conversation_turns if self.cell.shows_conversation else None)
         record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": False,
                                   "write_to_memory": turn.write_to_memory, "fact_id": turn.fact_id,
                                   "step": self.steps[-1]["seq"], "reply": reply.text if not reply.failed else None}
@@ -425,7 +431,8 @@ class RecallWorld:
         messages, conversation_turns = self._request_messages(
             agent, P.recall_message(self.t, turn=turn.turn, content=turn.content, memory=shown, query=query))
         reply = await self._call(agent.role, agent.role, agent.route, agent.client, messages,
-                                 self.cell.sampling, turn.turn, "recall")
+                                 self.cell.sampling, turn.turn, "recall",
+                                 conversation_turns if self.cell.shows_conversation else None)
         agent.recalls += 1
         self.turns.append({"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": True, "write_to_memory": False,
                            "fact_id": turn.fact_id, "step": self.steps[-1]["seq"],
