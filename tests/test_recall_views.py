@@ -116,3 +116,19 @@ def test_judge_value_and_memory_tables_escape_answers_and_show_per_cell(tmp_path
     assert "&lt;script&gt;" in dis and "paraphrase" in dis and "near miss" in dis
     mem = r.table("memory").data
     assert "lower-authority refused" in mem and "None in any cell" in mem and "writes reply" in mem
+
+
+def test_context_html_shows_matched_partial_score_rule_judge_and_the_value_given() -> None:
+    from tests.test_recall_scoring import recall, story
+    from workbench.worlds.recall.views import context_html
+
+    w = story()
+    w["recalls"] = [recall(10, "belief_asymmetry", "F1", ["July 22, 2026"], f"{XSS} My diary says July 8, 2026.",
+                           False),
+                    recall(15, "belief_asymmetry", "F1", ["July 22, 2026"], "22 July 2026", True, judge=True)]
+    html = context_html(w)
+    assert XSS not in html and "&lt;script&gt;" in html
+    assert "Value given: stale (date:2026-07-08" in html and "said before by associate, record" in html
+    assert "matched none, partial score 0.666667" in html  # July and 2026 of July 22, 2026
+    assert "matched July 22, 2026" not in html
+    assert "rule judge correct (paraphrase)" in html

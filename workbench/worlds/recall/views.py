@@ -127,7 +127,7 @@ def retrieval_ranks(world: dict[str, Any]) -> go.Figure:
     from workbench.worlds.recall.scoring import exact_match
 
     fig = go.Figure()
-    by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"]}
+    by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"] if r.get("purpose", "recall") == "recall"}
     points: dict[bool, dict[str, list[Any]]] = {ok: {"x": [], "y": [], "size": [], "hover": []} for ok in (True, False)}
     order = []
     for rc in world["recalls"]:
@@ -168,19 +168,34 @@ def retrieval_ranks(world: dict[str, Any]) -> go.Figure:
 
 def context_html(world: dict[str, Any]) -> str:
     """Per recall: the retrieved entries shown (with scores), the agent's own earlier
-    turns, the answer, what was expected and the verdicts. Everything escaped."""
+    turns, the answer, what was expected, the verdicts (exact match with the accepted
+    answer it matched and the partial score, the cell's judge, the rule judge) and,
+    for a failed recall, which value it gave. Everything escaped."""
+    from workbench.worlds.recall.metrics import recall_scores
+    from workbench.worlds.recall.scoring import given_value, world_statements
+
     e = esc_html
-    by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"]}
+    by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"] if r.get("purpose", "recall") == "recall"}
     turns = {t["turn"]: t for t in world["turns"]}
+    statements = world_statements(world)
     out = ['<div style="font-family:system-ui,sans-serif;font-size:13px;max-width:1000px">']
     for rc in world["recalls"]:
         ok = "right" if rc.get("correct") else "wrong"
         colour = "#2ca02c" if rc.get("correct") else "#d62728"
         out.append(f'<details open><summary><b>turn {e(rc["turn"])}</b> · {e(rc["role"])} · '
                    f'{e(rc["failure_mode"])} · <span style="color:{colour}">{ok}</span></summary>')
+        scores = recall_scores(rc)
+        ruling = f"rule judge {'correct' if scores['rule_verdict'] else 'incorrect'} ({scores['rule_reason']})"
         out.append(f"<p>Question: {e(rc['query'])}<br>Answer: <code>{e(rc.get('answer'))}</code><br>"
                    f"Accepted: {e(' | '.join(rc['ground_truth']))} · exact match {e(rc.get('correct_exact'))}"
-                   + (f" · judge {e((rc.get('judge') or {}).get('verdict'))}" if rc.get("judge") else "") + "</p>")
+                   f" (matched {e(scores['matched'] or 'none')}, partial score {e(scores['partial_score'])})"
+                   + (f" · judge {e((rc.get('judge') or {}).get('verdict'))}" if rc.get("judge") else "")
+                   + f" · {e(ruling)}")
+        if not rc.get("correct"):
+            g = given_value(world, rc, statements)
+            said = f", said before by {', '.join(g['said_by'])}" if g["said_by"] else ""
+            out.append(f"<br>Value given: {e(g['kind'])}{e(' (' + g['value'] + ')' if g['value'] else '')}{e(said)}")
+        out.append("</p>")
         r = by_turn.get((rc["turn"], rc["agent"]))
         if r is None:
             out.append("<p><i>No shared memory in this condition.</i></p>")
