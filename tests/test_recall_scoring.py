@@ -302,3 +302,28 @@ def test_an_earlier_recall_answer_counts_as_said_about_its_target_fact() -> None
     assert given_value(w, w["recalls"][0])["kind"] == "other"  # nobody said it before turn 8
     g = given_value(w, w["recalls"][2])
     assert g["kind"] == "anchored" and g["said_by"] == ["associate", "paralegal"]
+
+
+def test_the_simulated_judge_disagrees_with_exact_match_on_a_paraphrase_and_a_near_miss(tmp_path: Any) -> None:
+    """End to end: scripted agents answer with a paraphrase ("22 July 2026" for "July
+    22, 2026"), a near miss ("$1,520,000" holds the words of "$520,000") and a plain
+    answer; the cell's simulated judge decides `correct`, and the agreement table counts
+    one recall each way and kappa from the same 2x2."""
+    from tests.test_recall_world import SCRIPTED, recall_study, run_cell
+
+    agents = {**SCRIPTED, "paralegal": {"script": ["Noted.", "Noted.", "It is due 22 July 2026."]},
+              "associate": {"script": ["Noted.", "Noted.", "The offer is now $1,520,000."]},
+              "client_rep": {"script": ["Noted.", "April 14, 2026"]}}
+    path = recall_study(tmp_path, [{"condition": "naive", "scoring": "judge", "agents": agents}])
+    w = run_cell(path, 0, [0])[0].world
+    by_turn = {r["turn"]: r for r in w["recalls"]}
+    assert (by_turn[10]["correct_exact"], by_turn[10]["correct"]) == (False, True)  # paraphrase
+    assert (by_turn[11]["correct_exact"], by_turn[11]["correct"]) == (True, False)  # near miss
+    assert (by_turn[12]["correct_exact"], by_turn[12]["correct"]) == (True, True)
+    assert by_turn[11]["matched"] == "$520,000" and by_turn[10]["matched"] is None
+    t = judge_agreement(recall_frame([w])).set_index("judge")
+    for judge in ("judge", "rule"):
+        row = t.loc[judge]
+        assert (row["both correct"], row["judge only"], row["exact only"], row["both wrong"]) == (1, 1, 1, 0)
+        assert (row["paraphrase"], row["near miss"]) == (1, 1)
+        assert row["kappa"] == pytest.approx(cohen_kappa(1, 1, 1, 0))
