@@ -427,4 +427,281 @@ SPECS: tuple[CodeSpec, ...] = (
     return items[len(items) - k:] + items[:len(items) - k]
 """,
     ),
+    CodeSpec(
+        "clamp", "clamp(value, low, high)",
+        "limits a number to a closed range",
+        """Return ``value`` limited to the closed range [``low``, ``high``].
+
+    Values below ``low`` become ``low``, values above ``high`` become
+    ``high``, and values inside the range (ends included) are unchanged.
+    ``low <= high`` always holds.
+
+    Examples:
+        >>> clamp(5, 0, 10)
+        5
+        >>> clamp(-3, 0, 10)
+        0
+        >>> clamp(12, 0, 10)
+        10
+    """,
+        """    return max(low, min(value, high))
+""",
+        """    return max(low, min(value, high - 1))
+""",
+    ),
+    CodeSpec(
+        "compress_spaces", "compress_spaces(text)",
+        "collapses runs of spaces to one space and trims the ends",
+        """Return ``text`` with every run of spaces replaced by one space and
+    the leading and trailing spaces removed.
+
+    Examples:
+        >>> compress_spaces("a    b")
+        'a b'
+        >>> compress_spaces("  hi  there ")
+        'hi there'
+        >>> compress_spaces("")
+        ''
+    """,
+        """    return " ".join(part for part in text.split(" ") if part)
+""",
+        """    return text.replace("  ", " ").strip()
+""",
+    ),
+    CodeSpec(
+        "count_words", "count_words(text)",
+        "counts the whitespace-separated words of a text",
+        """Return how many words ``text`` has; words are separated by any
+    amount of whitespace, and an empty or blank text has none.
+
+    Examples:
+        >>> count_words("the cat sat")
+        3
+        >>> count_words("  two   words ")
+        2
+        >>> count_words("")
+        0
+    """,
+        """    return len(text.split())
+""",
+        """    return len(text.split(" "))
+""",
+    ),
+    CodeSpec(
+        "second_largest", "second_largest(values)",
+        "returns the second largest distinct value of a list",
+        """Return the second largest distinct value in ``values``.
+
+    Repeated values count once; when there are fewer than two distinct
+    values the result is None.
+
+    Examples:
+        >>> second_largest([4, 1, 3])
+        3
+        >>> second_largest([5, 5, 2])
+        2
+        >>> second_largest([7, 7])
+        None
+    """,
+        """    distinct = sorted(set(values))
+    return distinct[-2] if len(distinct) >= 2 else None
+""",
+        """    ordered = sorted(values)
+    return ordered[-2] if len(ordered) >= 2 else None
+""",
+    ),
+    CodeSpec(
+        "dedupe", "dedupe(items)",
+        "removes repeated items from a list, keeping first occurrences in order",
+        """Return a new list with the repeated items of ``items`` removed.
+
+    The first occurrence of each item is kept, in the original order.
+
+    Examples:
+        >>> dedupe([3, 1, 3, 2, 1])
+        [3, 1, 2]
+        >>> dedupe([5, 5, 5])
+        [5]
+        >>> dedupe([])
+        []
+    """,
+        """    seen = set()
+    out = []
+    for item in items:
+        if item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+""",
+        """    return sorted(set(items))
+""",
+    ),
+    CodeSpec(
+        "is_palindrome", "is_palindrome(text)",
+        "decides whether a text reads the same backwards, ignoring case and punctuation",
+        """Return True when ``text`` reads the same forwards and backwards.
+
+    Only letters and digits count, and upper and lower case are the same
+    letter; an empty text is a palindrome.
+
+    Examples:
+        >>> is_palindrome("A man, a plan, a canal: Panama")
+        True
+        >>> is_palindrome("abca")
+        False
+        >>> is_palindrome("")
+        True
+    """,
+        """    kept = [ch.lower() for ch in text if ch.isalnum()]
+    return kept == kept[::-1]
+""",
+        """    kept = [ch for ch in text if ch.isalnum()]
+    return kept == kept[::-1]
+""",
+    ),
+    CodeSpec(
+        "flatten", "flatten(nested)",
+        "flattens arbitrarily nested lists into one list",
+        """Return the items of ``nested`` as one flat list, in order.
+
+    ``nested`` is a list whose items are values or lists, nested to any
+    depth; every level is flattened.
+
+    Examples:
+        >>> flatten([1, [2, [3, 4]], 5])
+        [1, 2, 3, 4, 5]
+        >>> flatten([[1], [2]])
+        [1, 2]
+        >>> flatten([])
+        []
+    """,
+        """    out = []
+    for item in nested:
+        if isinstance(item, list):
+            out.extend(flatten(item))
+        else:
+            out.append(item)
+    return out
+""",
+        """    out = []
+    for item in nested:
+        if isinstance(item, list):
+            out.extend(item)
+        else:
+            out.append(item)
+    return out
+""",
+    ),
+    CodeSpec(
+        "overlap", "overlap(a, b)",
+        "returns the length of the overlap of two closed intervals",
+        """Return the length of the overlap of closed intervals ``a`` and ``b``.
+
+    Each interval is a pair ``(start, end)`` with ``start <= end``;
+    intervals that do not overlap, or only touch, overlap by 0.
+
+    Examples:
+        >>> overlap((1, 5), (3, 8))
+        2
+        >>> overlap((1, 2), (4, 6))
+        0
+        >>> overlap((0, 10), (2, 3))
+        1
+    """,
+        """    return max(0, min(a[1], b[1]) - max(a[0], b[0]))
+""",
+        """    return min(a[1], b[1]) - max(a[0], b[0])
+""",
+    ),
+    CodeSpec(
+        "count_vowels", "count_vowels(text)",
+        "counts the vowels a, e, i, o, u in a text, in either case",
+        """Return how many of the letters a, e, i, o, u (upper or lower case)
+    ``text`` contains.
+
+    Examples:
+        >>> count_vowels("Hello World")
+        3
+        >>> count_vowels("AEIOU xyz")
+        5
+        >>> count_vowels("")
+        0
+    """,
+        """    return sum(1 for ch in text.lower() if ch in "aeiou")
+""",
+        """    return sum(1 for ch in text if ch in "aeiou")
+""",
+    ),
+    CodeSpec(
+        "index_of_max", "index_of_max(values)",
+        "returns the position of the first largest value of a list",
+        """Return the index of the largest value in ``values``.
+
+    When the largest value occurs more than once, the first index is
+    returned; an empty list gives None.
+
+    Examples:
+        >>> index_of_max([3, 9, 2, 9])
+        1
+        >>> index_of_max([5])
+        0
+        >>> index_of_max([])
+        None
+    """,
+        """    best = None
+    for i, v in enumerate(values):
+        if best is None or v > values[best]:
+            best = i
+    return best
+""",
+        """    best = None
+    for i, v in enumerate(values):
+        if best is None or v >= values[best]:
+            best = i
+    return best
+""",
+    ),
+    CodeSpec(
+        "initials", "initials(name)",
+        "returns the initials of a name, each capitalised and followed by a dot",
+        """Return the initials of ``name``: the first letter of each word,
+    upper-cased and followed by a dot.
+
+    Words are separated by any amount of whitespace; an empty name gives
+    an empty string.
+
+    Examples:
+        >>> initials("Ada Lovelace")
+        'A.L.'
+        >>> initials("grace  brewster hopper")
+        'G.B.H.'
+        >>> initials("")
+        ''
+    """,
+        """    return "".join(word[0].upper() + "." for word in name.split())
+""",
+        """    return "".join(word[0].upper() + "." for word in name.split(" "))
+""",
+    ),
+    CodeSpec(
+        "sum_digits", "sum_digits(n)",
+        "sums the decimal digits of an integer, ignoring its sign",
+        """Return the sum of the decimal digits of the integer ``n``.
+
+    The sign is ignored: a negative number has the digit sum of its
+    absolute value.
+
+    Examples:
+        >>> sum_digits(1234)
+        10
+        >>> sum_digits(-56)
+        11
+        >>> sum_digits(0)
+        0
+    """,
+        """    return sum(int(ch) for ch in str(abs(n)))
+""",
+        """    return sum(int(ch) for ch in str(n))
+""",
+    ),
 )
