@@ -526,7 +526,10 @@ def _short(text: Any, n: int = 90) -> str:
 
 def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: TextIO, full: bool = False) -> None:
     """``workbench replay DIR --world ID``: the script, then every turn with what was
-    written, retrieved and answered."""
+    written, retrieved and answered (with exact match's matched answer and partial
+    score, the rule judge's reading and, for a failed recall, the value it gave)."""
+    from workbench.worlds.recall.scoring import given_value
+
     s = world["script"]
     r = world["retrieval"]
     out.write(f"world {world['world_id']}  cell {world['cell_id']} ({world.get('cell_label', '')})  seed {world['seed']}\n")
@@ -543,7 +546,8 @@ def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: Text
     writes: dict[int, list[dict[str, Any]]] = {}
     for e in world["memory_log"]:
         writes.setdefault(e["turn"], []).append(e)
-    retr = {(x["turn"], x["agent"]): x for x in world["retrievals"]}
+    retr = {(x["turn"], x["agent"]): x for x in world["retrievals"] if x.get("purpose", "recall") == "recall"}
+    conflicts = world.get("conflicts") or []
     recalls = {x["turn"]: x for x in world["recalls"]}
     for e in writes.get(0, []):
         out.write(f"  fact {e['fact_id']}: {_short(e['text'])} (authority {e['authority']})\n")
@@ -558,6 +562,10 @@ def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: Text
             out.write(f"      memory += {_short(e['text'], 70)} ({state})\n")
             for x in e["removed"]:
                 out.write(f"      invalidated entry {x['entry_id']} by {x['author_role']}: {_short(x['text'], 60)}\n")
+            for i in e.get("conflicts") or []:
+                c = conflicts[i] if isinstance(i, int) and i < len(conflicts) else {}
+                out.write(f"      conflict {c.get('type')}: {c.get('action')} (new {(c.get('new') or {}).get('value')}, "
+                          f"old {(c.get('old') or {}).get('value')} by {(c.get('old') or {}).get('author_role')})\n")
         if t["is_recall"]:
             rc = recalls.get(t["turn"], {})
             rt = retr.get((t["turn"], t["role"]))
@@ -568,8 +576,15 @@ def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: Text
                               f"{_short(h['text'], 60)}\n")
             out.write(f"      own turns in context: {rc.get('context', {}).get('own_turns')}\n")
             verdict = rc.get("judge")
+            scores = recall_scores(rc) if rc else {}
             out.write(f"      answer: {_short(rc.get('answer'), 70)}  expected {rc.get('ground_truth')}  "
-                      f"correct {rc.get('correct')}" + (f" (judge {verdict['verdict']})" if verdict else "") + "\n")
+                      f"correct {rc.get('correct')}" + (f" (judge {verdict['verdict']})" if verdict else "")
+                      + (f"  matched {scores['matched']!r} partial {scores['partial_score']}  rule judge "
+                         f"{scores['rule_reason']}" if scores else "") + "\n")
+            if rc and not rc.get("correct"):
+                g = given_value(world, rc)
+                out.write(f"      value given: {g['kind']}" + (f" ({g['value']})" if g["value"] else "")
+                          + (f", said before by {', '.join(g['said_by'])}" if g["said_by"] else "") + "\n")
     if full:
         for st in steps:
             out.write(f"--- step {st['seq']} {st['agent']} turn {st['turn']} {st['purpose']} ---\n"
