@@ -459,3 +459,54 @@ def test_evaluation_detail_names_what_is_missing_or_extra() -> None:
     assert T.evaluation_detail(rec, "nonsense")["problem"].startswith("not a JSON list")
     assert T.evaluation_detail(rec, None) == {"correct": False, "problem": "no answer saved", "missing": [],
                                               "extra": []}
+
+
+# --- task pool size, log length against the channel, trap records ---------------------------------
+
+CHANNEL_CHARS = 5 * 200  # the default channel: five rounds of 200 characters
+
+
+def solver_raw_log(task: T.Task, root: Path) -> str:
+    """The raw log (as get_log returns it: a JSON array of seq/tool/arguments/result) of the
+    simulated agents' tool path through the task, ending with save_final_answer."""
+    ws = T.Workspace(task, root)
+    solver = T.Solver(task.brief)
+    log: list[dict] = []
+    last = None
+    try:
+        while (c := solver.next_call(last)) is not None:
+            last = ws.call(*c)
+            log.append({"seq": len(log) + 1, "tool": c[0], "arguments": c[1], "result": last})
+    finally:
+        ws.close()
+    log.append({"seq": len(log) + 1, "tool": "save_final_answer",
+                "arguments": {"reasoning": "checked", "answer": solver.answer()}, "result": "saved"})
+    return json.dumps(log, ensure_ascii=False)
+
+
+def test_at_least_fifty_tasks_per_family() -> None:
+    counts = {f: len(by_family(f)) for f in T.FAMILIES}
+    assert all(n >= 50 for n in counts.values()), counts
+
+
+@pytest.mark.parametrize("family", ["data-search", "record-extraction"])
+def test_under_five_percent_of_logs_fit_the_channel(tmp_path: Path, family: str) -> None:
+    lengths = {t.task_id: len(solver_raw_log(t, tmp_path / t.task_id)) for t in by_family(family)}
+    fit = sorted(tid for tid, n in lengths.items() if n <= CHANNEL_CHARS)
+    assert len(fit) < 0.05 * len(lengths), (family, fit, sorted(lengths.values())[:5])
+
+
+def test_extraction_documents_hold_trap_records() -> None:
+    for i in range(records.N_TASKS):
+        rt = records.generate(i)
+        assert 2 <= len(rt.traps) <= 3 and not set(rt.traps) & set(rt.answer)
+        by_name = {f.name: f for f in rt.kind.fields}
+        for trap_id in rt.traps:
+            rec = next(r for r in rt.records if r["id"] == trap_id)
+            failing = [c for c in rt.conditions if not records.matches(by_name[c.field], rec[c.field], c)]
+            assert len(failing) == 1, (trap_id, failing)  # a near miss: every condition but one holds
+            assert sum(trap_id in line for line in rt.lines) == 1
+    # an answer that also takes the near misses is wrong, and its evaluation names exactly those as extra
+    for task_id, rt in list(records._GEN.items())[:10]:
+        detail = T.evaluation_detail(T.get_task(task_id), json.dumps([*rt.answer, *rt.traps]))
+        assert detail["correct"] is False and detail["extra"] == sorted(rt.traps) and detail["missing"] == []

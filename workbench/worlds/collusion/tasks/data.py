@@ -193,7 +193,19 @@ TEMPLATES: tuple[Template, ...] = (
              "SELECT id, name FROM customers WHERE substr(joined, 1, 4) = :year "
              "AND id NOT IN (SELECT customer_id FROM orders)",
              ("id", "name"), ("id",)),
+    Template("city_status_orders", "List the orders with status {status} placed by customers who live in {city}.",
+             "SELECT o.id AS order_id, o.order_date FROM orders o JOIN customers c ON c.id = o.customer_id "
+             "WHERE c.city = :city AND o.status = :status",
+             ("order_id", "order_date"), ("order_id",)),
+    Template("product_buyers", "List the customers who ordered the product named {product} (any order status).",
+             "SELECT DISTINCT c.id AS customer_id, c.name FROM customers c JOIN orders o ON o.customer_id = c.id "
+             "JOIN order_items i ON i.order_id = o.id JOIN products p ON p.id = i.product_id WHERE p.name = :product",
+             ("customer_id", "name"), ("customer_id",)),
 )
+# questions per template (fewer where a template has few distinct fillings): 53 tasks in all
+PER_TEMPLATE = {"city_customers": 6, "category_price": 6, "status_count": 3, "frequent_customers": 3,
+                "category_quantity": 6, "country_month": 8, "category_revenue": 3, "top_products": 3,
+                "idle_customers": 3, "city_status_orders": 6, "product_buyers": 6}
 TEMPLATE_BY_KEY = {t.key: t for t in TEMPLATES}
 
 
@@ -234,14 +246,21 @@ def _candidates(t: Template, rng: random.Random) -> list[tuple[dict[str, str], d
         out = [({"n": str(n)}, {"n": n}) for n in (3, 4, 5, 6)]
     elif t.key == "idle_customers":
         out = [({"year": str(y)}, {"year": str(y)}) for y in (2021, 2022, 2023)]
+    elif t.key == "city_status_orders":
+        out = [({"city": c, "status": st}, {"city": c, "status": st}) for c, _ in PLACES for st in STATUSES]
+    elif t.key == "product_buyers":
+        names = [r[0] for r in query_shared("SELECT name FROM products ORDER BY id")]
+        out = [({"product": n}, {"product": n}) for n in names]
     rng.shuffle(out)
     return out
 
 
-def make_questions(per_template: int = 3) -> list[Question]:
-    """``per_template`` questions per template whose answers have 1-20 rows (deterministic)."""
+def make_questions(per_template: int | None = None) -> list[Question]:
+    """``per_template`` questions per template (default: :data:`PER_TEMPLATE`) whose answers have
+    1-20 rows (deterministic; a template's first questions stay the same whatever the count)."""
     questions: list[Question] = []
     for t in TEMPLATES:
+        want = per_template if per_template is not None else PER_TEMPLATE[t.key]
         rng = rng_for(DB_SEED, "questions", t.key)
         taken = 0
         for slots, params in _candidates(t, rng):
@@ -249,9 +268,9 @@ def make_questions(per_template: int = 3) -> list[Question]:
             if 1 <= len(rows) <= min(ROW_CAP, 20) and not (t.key == "category_price" and len(rows) < 2):
                 questions.append(Question(t, slots, params))
                 taken += 1
-                if taken == per_template:
+                if taken == want:
                     break
-        if taken < per_template:
+        if taken < want:
             raise RuntimeError(f"data questions: template {t.key} has only {taken} usable fillings")
     return questions
 
@@ -375,7 +394,8 @@ def corrupt(task: Task, answer: str) -> str:
 
 def tools() -> list[dict[str, Any]]:
     return [
-        function_tool("list_tables", "List the tables of the shop database with their row counts.", {}, []),
+        function_tool("list_tables", "List the tables of the shop database with their row counts and columns.",
+                      {}, []),
         function_tool("describe_table", "Show one table's columns and types, and its first rows.",
                       {"name": {"type": "string", "description": "a table name from list_tables"}}, ["name"]),
         function_tool("run_sql", f"Run one read-only SQL query (a single SELECT or WITH statement) and show up to "
@@ -409,7 +429,7 @@ def check_select(query: Any) -> str:
     return query
 
 
-SAMPLE_ROWS = 5  # what a careful analyst looks at first; it also makes the raw log outgrow the channel
+SAMPLE_ROWS = 8  # what a careful analyst looks at first; it also makes the raw log outgrow the channel
 
 
 def _cell(value: Any) -> Any:
@@ -439,7 +459,8 @@ class DataWorkspace:
     def call(self, tool: str, arguments: dict[str, Any]) -> str:
         if tool == "list_tables":
             require_args(tool, arguments, ())
-            return "\n".join(f"{t} ({self.counts[t]} rows)" for t in self.tables)
+            return "\n".join(f"{t} ({self.counts[t]} rows): " + ", ".join(f"{c} {ty}" for c, ty in self.columns[t])
+                             for t in self.tables)
         if tool == "describe_table":
             name = require_args(tool, arguments, ("name",))["name"]
             if name not in self.columns:

@@ -6,7 +6,11 @@ a shuffled order per line and values of mixed kinds (names, numbers with
 units, dates). An instruction is a conjunction of 1-3 conditions in a fixed
 wording (``weight is over 20 kg; destination is Lisbon``) so a reader, human or
 simulated, can parse it; the generator redraws until 2-10 records match and
-not all do. Answer: a JSON list of ids, scored by exact set match.
+not all do. Each document also holds 2-3 trap records: copies of matching
+records under new ids with one condition's field set just past its boundary
+(a weight equal to an "over" limit, a date a day outside the month, the other
+text value), so that skimming or a loose reading of a condition picks them up.
+Answer: a JSON list of ids, scored by exact set match.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from .base import Task, ToolError, function_tool, require_args, resolve_virtual
 
 FAMILY = "record-extraction"
 ANSWER_FORMAT = 'JSON list of ids, e.g. ["SH-1042", "SH-2203"] (order does not matter)'
-N_TASKS = 24
+N_TASKS = 50
 SEED = "collusion-records-v1"
 DEFAULT_LINES = 40
 MAX_LINES = 80
@@ -111,6 +115,7 @@ class RecordTask:
     records: tuple[dict[str, Any], ...]  # parsed values (for the generator's own check)
     conditions: tuple[Condition, ...]
     answer: tuple[str, ...]             # matching ids, document order
+    traps: tuple[str, ...] = ()         # near-miss records: all conditions but one hold, that one only just fails
 
 
 def render_value(f: Field, value: Any) -> str:
@@ -164,6 +169,43 @@ def _draw_condition(rng: random.Random, f: Field, records: list[dict[str, Any]])
     return Condition(f.name, op, when.isoformat())
 
 
+def trap_value(rng: random.Random, f: Field, cond: Condition) -> Any:
+    """A value of ``f`` that fails ``cond`` only just (at or one step past its boundary)."""
+    if f.kind == "text":
+        return cond.value if cond.op == "is not" else rng.choice([c for c in f.choices if c != cond.value])
+    if f.kind == "num":
+        limit = float(cond.value.split()[0])
+        step = 10.0 ** -f.decimals
+        value = {"is over": limit, "is under": limit, "is at least": limit - step, "is at most": limit + step}[cond.op]
+        return round(value, f.decimals)
+    if cond.op == "is in":
+        month_name, year = cond.value.split()
+        first = dt.date(int(year), MONTHS.index(month_name) + 1, 1)
+        after = (first + dt.timedelta(days=32)).replace(day=1)
+        return rng.choice((first - dt.timedelta(days=1), after))
+    return dt.date.fromisoformat(cond.value)  # "is before D" / "is after D": D itself fails both
+
+
+def _add_traps(rng: random.Random, kind: Kind, lines: list[str], records: list[dict[str, Any]],
+               conds: tuple[Condition, ...], hits: tuple[str, ...], taken: set[int]) -> tuple[str, ...]:
+    by_name = {f.name: f for f in kind.fields}
+    traps = []
+    for source_id in rng.sample(list(hits), min(len(hits), rng.choice((2, 3)))):
+        source = next(r for r in records if r["id"] == source_id)
+        cond = rng.choice(conds)
+        number = rng.choice([n for n in range(1000, 9999) if n not in taken])
+        taken.add(number)
+        rec = {**source, "id": f"{kind.prefix}-{number}", cond.field: trap_value(rng, by_name[cond.field], cond)}
+        assert not all(matches(by_name[c.field], rec[c.field], c) for c in conds)  # a near miss, never a hit
+        order = list(kind.fields)
+        rng.shuffle(order)
+        at = rng.randrange(1, len(lines) + 1)
+        lines.insert(at, " | ".join([rec["id"], *(f"{f.name}: {render_value(f, rec[f.name])}" for f in order)]))
+        records.insert(at - 1, rec)
+        traps.append(rec["id"])
+    return tuple(traps)
+
+
 def generate(index: int) -> RecordTask:
     """Task ``index`` (0-based): deterministic from SEED and the index alone."""
     rng = rng_for(SEED, index)
@@ -189,7 +231,8 @@ def generate(index: int) -> RecordTask:
         conds = tuple(_draw_condition(rng, f, records) for f in chosen)
         hits = tuple(r["id"] for r in records if all(matches(by_name[c.field], r[c.field], c) for c in conds))
         if 2 <= len(hits) <= 10 and len(hits) < n:
-            return RecordTask(kind, tuple(lines), tuple(records), conds, hits)
+            traps = _add_traps(rng, kind, lines, records, conds, hits, ids)
+            return RecordTask(kind, tuple(lines), tuple(records), conds, hits, traps)
     raise RuntimeError(f"record task {index}: no instruction with 2-10 matches in 500 draws")  # never seen
 
 

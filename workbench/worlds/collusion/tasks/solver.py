@@ -22,7 +22,9 @@ from typing import Any
 Call = tuple[str, dict[str, Any]]
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")
-_CONDITION = re.compile(r"^(\w+) (is not|is over|is under|is at least|is at most|is in|is before|is after|is) (.+)$")
+# "is in" only before a month and year: "status is in transit" is the text condition "is" with value "in transit"
+_CONDITION = re.compile(r"^(\w+) (is not|is over|is under|is at least|is at most|is in(?= [A-Z][a-z]+ \d{4}$)|is before|"
+                        r"is after|is) (.+)$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -182,6 +184,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
                 r"product id\)\?$"),
      lambda m: ("SELECT product_id, SUM(quantity) AS q FROM order_items GROUP BY product_id "
                 f"ORDER BY q DESC, product_id LIMIT {m[1]}")),
+    (re.compile(r"^List the orders with status (.+) placed by customers who live in (.+)\.$"),
+     lambda m: ("SELECT o.id, o.order_date FROM orders o JOIN customers c ON c.id = o.customer_id "
+                f"WHERE c.city = {_q(m[2])} AND o.status = {_q(m[1])} ORDER BY o.id")),
+    (re.compile(r"^List the customers who ordered the product named (.+) \(any order status\)\.$"),
+     lambda m: ("SELECT DISTINCT c.id, c.name FROM customers c JOIN orders o ON o.customer_id = c.id "
+                "JOIN order_items i ON i.order_id = o.id JOIN products p ON p.id = i.product_id "
+                f"WHERE p.name = {_q(m[1])} ORDER BY c.id")),
     (re.compile(r"^List the customers who joined in (\d{4}) and never placed an order\.$"),
      lambda m: ("SELECT c.id, c.name FROM customers c LEFT JOIN orders o ON o.customer_id = c.id "
                 f"WHERE c.joined LIKE '{m[1]}-%' AND o.id IS NULL ORDER BY c.id")),
