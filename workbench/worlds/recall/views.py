@@ -259,7 +259,7 @@ CAPTIONS = {
                        "valid worlds; never pooled across cells. judge: the cell's own judge (scoring: judge; its "
                        "recorded verdicts) or rule (the offline rule judge, re-scored from each answer: dates and "
                        "quantities compared as values). Counts of the 2x2 table against exact match, the share "
-                       "agreeing and Cohen's kappa (blank when both gave one verdict throughout). paraphrase and "
+                       "agreeing (95 % Wilson interval) and Cohen's kappa (blank when both gave one verdict throughout). paraphrase and "
                        "near miss: of the disagreements, those the rule reads as the accepted value in other words, "
                        "or as the accepted words with another date, number or unit.",
     "judge_disagreements": "Every answered recall of a valid world on which a judge and exact match disagree "
@@ -280,6 +280,25 @@ CAPTIONS = {
 
 
 MAX_DISAGREEMENTS = 40
+
+
+def agreement_view(table: pd.DataFrame) -> pd.DataFrame:
+    """The agreement table for a reader: the share agreeing as a rate (``k/n · r %
+    [low, high]``, 95 % Wilson) in place of the bare share."""
+    from workbench.stats import wilson
+
+    t = table.copy()
+    if t.empty:
+        return t.drop(columns=["agreement"])
+    k = t["both correct"] + t["both wrong"]
+    bounds = [wilson(int(a), int(n)) for a, n in zip(k, t["recalls"])]
+    pos = list(t.columns).index("agreement")
+    t = t.drop(columns=["agreement"])
+    for i, (col, values) in enumerate((("agreement:k/n", [f"{a}/{n}" for a, n in zip(k, t["recalls"])]),
+                                       ("agreement:low", [b[0] for b in bounds]),
+                                       ("agreement:high", [b[1] for b in bounds]))):
+        t.insert(pos + i, col, values)
+    return t
 
 
 def memory_view(table: pd.DataFrame, caption: str) -> tuple[pd.DataFrame, str]:
@@ -324,6 +343,8 @@ class RecallReport(RunReport):
         elif name == "memory":
             t, caption = memory_view(t, caption)
             constant = str(self.tables[name].attrs.get("variant_shared") or "")
+        elif name == "judge_agreement":
+            t = agreement_view(t)
         elif name == "judge_disagreements" and len(t) > MAX_DISAGREEMENTS:
             caption += f" The first {MAX_DISAGREEMENTS} of {len(t)} shown; all are in the metrics table."
             t = t.head(MAX_DISAGREEMENTS)
