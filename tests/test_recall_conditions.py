@@ -201,3 +201,35 @@ def test_every_turn_retrieval_shows_memory_on_statement_turns(tmp_path: Path) ->
     assert {r["purpose"] for r in every.world["retrievals"]} == {"turn", "recall"}
     assert not any("Shared memory (" in s["request"]["prompt"] for s in recall_only.steps if s["purpose"] == "turn")
     assert {r["purpose"] for r in recall_only.world["retrievals"]} == {"recall"}
+
+
+# -- values ----------------------------------------------------------------------------------------
+def test_rule_values_agree_across_wordings_and_take_the_corrected_value() -> None:
+    from workbench.worlds.recall.values import judged_value, rule_value
+
+    assert rule_value("The brief is due July 22, 2026.") == rule_value("Deadline: 22 July 2026 (court order).") \
+        == "date:2026-07-22"
+    assert rule_value("The conference moved from March 3, 2026 to March 17, 2026.") == "date:2026-03-17"
+    assert rule_value("Offer: $180,000.") != rule_value("Offer: $240,000.")
+    assert rule_value("The contact is Dana Whitfield.") == rule_value("Dana Whitfield remains our contact.")
+    assert rule_value("Noted.") is None and rule_value("") is None
+    assert judged_value("July 22, 2026") == "date:2026-07-22" and judged_value("NONE") is None
+    assert judged_value("date:2026-07-22") == "date:2026-07-22"
+
+
+def test_values_by_judge_go_through_the_model_interface(tmp_path: Path) -> None:
+    from tests.test_recall_world import legal_script
+
+    path = recall_study(tmp_path, [{"condition": "lightweight-invalidation", "values": "judge"},
+                                   {"condition": "lightweight-invalidation"}], scripts=[legal_script()])
+    judged = run_cell(path, 0, [0])[0]
+    ruled = run_cell(path, 1, [0])[0]
+    value_steps = [s for s in judged.steps if s["purpose"] == "value"]
+    assert len(value_steps) == len(judged.world["memory_log"]) > 0
+    assert {s["agent"] for s in value_steps} == {"value_judge"}
+    assert {m["value_source"] for m in judged.world["memory_log"]} <= {"judge", None}
+    # the simulated judge answers by the rule, so the memory and its conflicts are the same
+    assert [m["value"] for m in judged.world["memory_log"]] == [m["value"] for m in ruled.world["memory_log"]]
+    assert [(c["type"], c["action"]) for c in judged.world["conflicts"]] == \
+        [(c["type"], c["action"]) for c in ruled.world["conflicts"]]
+    assert judged.world["retrieval"]["values"] == "judge"

@@ -78,3 +78,9 @@ def context_message(t: TemplateSet, *, facts: Sequence[str], transcript: Sequenc
             lines.append(_r(t, "conversation_reply", speaker=speaker(item["role"]), text=_one_line(item["reply"])))
     shown = f"all {total} turns" if len(transcript) == total else f"the last {len(transcript)} of {total} turns"
     return case + "\n" + _r(t, "conversation", shown=shown, lines="\n".join(lines))
+
+
+def value_messages(t: TemplateSet, *, text: str) -> list[dict[str, str]]:
+    """Asking the judge model which value a statement gives (``values: judge``)."""
+    return [{"role": "system", "content": _r(t, "value_system")},
+            {"role": "user", "content": _r(t, "value", text=_one_line(text))}]

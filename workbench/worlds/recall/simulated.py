@@ -60,6 +60,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.models.base import ModelReply, ModelRequest, approx_tokens
 from workbench.models.simulated import SimulatedAgent
+from workbench.worlds.recall.values import (  # noqa: F401  (re-exported)
+    canonical_values,
+    content_words,
+    rule_value,
+    value_tokens,
+    words,
+)
 
 PREFIX = "sim-recall"
 JUDGE = "judge"
@@ -79,6 +86,7 @@ class Cues(BaseModel):
     judge_question: str = r"(?m)^Question: (.*)$"
     judge_accepted: str = r"(?m)^Accepted answer: (.*)$"
     judge_answer: str = r"(?s)Answer to judge:\n<<<\n(.*?)\n>>>"
+    value_statement: str = r"(?s)Statement:\n<<<\n(.*?)\n>>>"
     update: str = r"(?i)\b(correct(ed|ion)|supersed\w*|updat\w*|revis\w*|amend\w*|chang\w*|now|instead|replac\w*|moved)\b"
     case_header: str = r"(?m)^Case file \(initial facts\):$"
     conversation_header: str = r"(?m)^Conversation so far \(.*\):$"
@@ -120,51 +128,6 @@ PROFILES: dict[str, RecallProfile] = {p.name: p for p in [
                   self_trust=0.1, rank_trust=0.3, conformity=0.8, authority_sensitivity=0.6, update_cue=1.0,
                   echo=1.0, echo_primacy=0.9),
 ]}
-
-_STOP = frozenset("""a an the and or of to in on at for by with from as is are was were be been being this that these
-those it its what which who whom whose when where how why do does did current currently now our your their his her
-we you they i me my us them has have had will would shall should can could may might must not no yes than then
-there here please confirm tell give state value exact answer latest new old file matter team record""".split())
-_MONTHS = {m: i + 1 for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july", "august",
-                                           "september", "october", "november", "december"])}
-_MONTHS.update({m[:3]: i for m, i in list(_MONTHS.items())})
-_MONTHS["sept"] = 9
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d[\d,.:/-]*\d%?|\d%?")
-
-
-def words(text: str) -> list[str]:
-    return _WORD.findall(text)
-
-
-def _stem(w: str) -> str:
-    w = w.lower().strip("'-")
-    return w[:-1] if len(w) > 4 and w.endswith("s") and not w.endswith("ss") else w
-
-
-def content_words(text: str) -> set[str]:
-    """Lower-case, crudely stemmed words of three letters or more that carry meaning."""
-    return {_stem(w) for w in words(text) if w[0].isalpha() and len(w) >= 3 and w.lower() not in _STOP}
-
-
-def value_tokens(text: str, query: str = "") -> frozenset[str]:
-    """Date/number/amount/dose/name-like tokens of ``text`` that ``query`` does not hold:
-    tokens with a digit, month names, and capitalised words that do not start a sentence."""
-    q = {w.lower() for w in words(query)}
-    out: set[str] = set()
-    toks = re.findall(r"\S+", text)
-    for i, raw in enumerate(toks):
-        w = raw.strip(".,;:!?()[]\"'")
-        if not w:
-            continue
-        lw = w.lower()
-        if lw in q:
-            continue
-        starts = i == 0 or toks[i - 1].endswith((".", "!", "?", ":"))
-        if any(c.isdigit() for c in w) or lw in _MONTHS and len(lw) > 3 or (w[0].isupper() and not starts
-                                                                           and lw not in _STOP and len(w) > 1):
-            out.add(lw.rstrip(".,"))
-    return frozenset(out)
-
 
 @dataclass
 class Candidate:
@@ -400,55 +363,6 @@ class RecallSimulatedClient(SimulatedAgent):
 
 
 # -- the simulated judge ---------------------------------------------------------------
-_DATE_MDY = re.compile(r"\b([A-Za-z]{3,9})\.?\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b")
-_DATE_DMY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([A-Za-z]{3,9})\.?,?\s+(\d{4})\b")
-_DATE_ISO = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
-_DATE_US = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})\b")
-_NUMBER = re.compile(r"(?<![\w.])([$€£]?)\s?(\d[\d,]*(?:\.\d+)?)\s*(%|percent|bps|basis points|million|billion|"
-                     r"thousand|[kKmMbB]n?\b|mg/kg|mg|mcg|g|ml|mL|units?|iu|IU|hours?|days?|weeks?|months?|years?|"
-                     r"shares?)?")
-_SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "mn": 1e6, "billion": 1e9, "b": 1e9, "bn": 1e9}
-
-
-def canonical_values(text: str) -> set[str]:
-    """Typed canonical values in ``text``: ``date:YYYY-MM-DD``, ``num:VALUE[unit]``."""
-    out: set[str] = set()
-    spans: list[tuple[int, int]] = []
-
-    def date(y: str, mo: int, d: str, span: tuple[int, int]) -> None:
-        if 1 <= mo <= 12 and 1 <= int(d) <= 31:
-            out.add(f"date:{int(y):04d}-{mo:02d}-{int(d):02d}")
-            spans.append(span)
-
-    for m in _DATE_MDY.finditer(text):
-        if m.group(1).lower() in _MONTHS:
-            date(m.group(3), _MONTHS[m.group(1).lower()], m.group(2), m.span())
-    for m in _DATE_DMY.finditer(text):
-        if m.group(2).lower() in _MONTHS:
-            date(m.group(3), _MONTHS[m.group(2).lower()], m.group(1), m.span())
-    for m in _DATE_ISO.finditer(text):
-        date(m.group(1), int(m.group(2)), m.group(3), m.span())
-    for m in _DATE_US.finditer(text):
-        date(m.group(3), int(m.group(1)), m.group(2), m.span())
-    for m in _NUMBER.finditer(text):
-        if any(a <= m.start(2) < b for a, b in spans):
-            continue
-        try:
-            value = float(m.group(2).replace(",", ""))
-        except ValueError:
-            continue
-        unit = (m.group(3) or "").lower()
-        if unit in _SCALE:
-            value *= _SCALE[unit]
-            unit = ""
-        unit = {"percent": "%", "basis points": "bps", "unit": "units", "hour": "hours", "day": "days",
-                "week": "weeks", "month": "months", "year": "years", "share": "shares"}.get(unit, unit)
-        if m.group(1):
-            unit = "money" + unit
-        out.add(f"num:{value:g}{unit}")
-    return out
-
-
 def judge_match(answer: str, accepted: list[str]) -> bool:
     """True when the answer holds every canonical value of one accepted answer (or,
     for an accepted answer without values, all of its content words)."""
@@ -480,7 +394,10 @@ class SimulatedJudge:
         prompt = request.messages[-1]["content"] if request.messages else ""
         accepted = [a.strip() for a in re.findall(self.cues.judge_accepted, prompt)]
         m = re.search(self.cues.judge_answer, prompt)
-        if not accepted or m is None:
+        v = re.search(self.cues.value_statement, prompt)
+        if v is not None and m is None:  # which value does a statement give? (values: judge)
+            text = rule_value(v.group(1)) or "NONE"
+        elif not accepted or m is None:
             text = "I cannot judge: the prompt gives no accepted answer or no answer."
         elif judge_match(m.group(1), accepted):
             text = "CORRECT: the answer states the accepted value."

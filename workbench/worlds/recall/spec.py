@@ -66,6 +66,9 @@ class RecallCell(BaseModel):
                               "reply, or both (no effect without memory)")
     retrieve: Literal["recall-turns", "every-turn"] = Field(
         "recall-turns", description="when agents see retrieved memory: on recall turns only, or on every turn")
+    values: Literal["rule", "judge"] = Field(
+        "rule", description="how a memory write's value (what decides a conflict) is found when the script declares "
+                            "none: by rule, or by asking the judge model (one call per write)")
     embedder: Literal["lexical", "minilm"] = "lexical"
     vector_backend: Literal["memory", "chroma"] = Field(
         "memory", description="the shared memory's store: in-process (memory), or ChromaDB's local persistent client "

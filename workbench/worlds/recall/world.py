@@ -43,8 +43,9 @@ Records written in the world record (besides the script, cell, agents, steps):
     ``authority``; ``turn`` (0 for initial facts); ``namespace``; ``fact_id``
     (the turn's fact id, a recall's target fact for a recall reply);
     ``value`` (the statement's value: the script's ``value`` field when there
-    is one, else extracted by rule, else null); ``value_source`` in
-    {"script", "rule", null}; ``text``; ``entry_id`` (the id given to this
+    is one, else found by rule or, with ``values: judge``, by the judge model
+    (a step of purpose "value"), else null); ``value_source`` in
+    {"script", "rule", "judge", null}; ``text``; ``entry_id`` (the id given to this
     write, also when refused); ``entry`` (the stored entry, null when
     refused); ``refused`` (bool); ``refused_by`` (winner id or null);
     ``removed`` (entries this write removed); ``conflicts`` (the positions in
@@ -76,7 +77,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,10 +92,12 @@ from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, ROLE_BRIE
 from workbench.worlds.recall.scoring import answer_text, exact_match, judge_verdict, score_answer
 from workbench.worlds.recall.scripts import Script, ScriptError, load_scripts
 from workbench.worlds.recall.spec import RecallCell
+from workbench.worlds.recall.values import judged_value, statement_value
 
 NAME = "recall"
 SHARED_NS = None  # the initial facts (the case file) are shared: no namespace, visible to every role
 JUDGE_SLOT = "judge"
+VALUE_SLOT = "value_judge"  # the judge model asked for a write's value (values: judge)
 
 
 @dataclass
@@ -183,39 +185,6 @@ def entry_record(e: Any) -> dict[str, Any]:
             "turn": int(e.turn), "namespace": e.namespace, "fact_id": e.fact_id}
 
 
-_UPDATE = re.compile(r"(?i)\b(?:to|now|instead|corrected|changed|moved|revised|updated|replaced|amended|is|are)\b")
-
-
-def rule_value(text: str | None) -> str | None:
-    """The value a statement states, by rule: its canonical dates and amounts (the last
-    clause that holds any, so "moved from July 22 to July 29" states July 29), else its
-    name-like words; None when it states none ("Noted.")."""
-    from workbench.worlds.recall.simulated import canonical_values, value_tokens
-
-    if not text:
-        return None
-    vals = canonical_values(text)
-    if len(vals) > 1:  # a correction names the old value and the new one: the clause after the last cue
-        cuts = [m.end() for m in _UPDATE.finditer(text)]
-        for cut in reversed(cuts):
-            tail = canonical_values(text[cut:])
-            if tail:
-                vals = tail
-                break
-    if vals:
-        return " ".join(sorted(vals))
-    names = sorted(t for t in value_tokens(text) if not any(c.isdigit() for c in t))
-    return "name:" + " ".join(names) if names else None
-
-
-def statement_value(declared: str | None, text: str | None) -> tuple[str | None, str | None]:
-    """(value, value_source): the script's declared value when it has one, else the rule's."""
-    if declared:
-        return str(declared), "script"
-    v = rule_value(text)
-    return (v, "rule") if v is not None else (None, None)
-
-
 def _side(e: Any, origin: str | None) -> dict[str, Any]:
     return {"entry_id": e.entry_id, "value": e.value, "authority": _num(e.authority), "author_role": e.author_role,
             "turn": int(e.turn), "origin": origin}
@@ -271,9 +240,9 @@ class RecallWorld:
                                        invalidation=cell.uses_invalidation(),
                                        conflict_similarity=cell.conflict_similarity,
                                        invalidate_stale=cell.invalidate_stale)
-            for f in self.script.initial_facts:
-                self._write(f.text, author=RECORD, authority=f.authority_level, turn=0, namespace=SHARED_NS,
-                            fact_id=f.id, source="initial_fact", declared=getattr(f, "value", None))
+        self.value_judge: ModelClient | None = None
+        if cell.memory and cell.values == "judge":
+            self.value_judge = client_factory(cell.judge, VALUE_SLOT, derive_seed(seed, "values", cell.judge), {})
         self.transcript: list[dict[str, Any]] = []  # the conversation so far: {turn, role, content, reply}
         self.steps: list[dict[str, Any]] = []
         self.turns: list[dict[str, Any]] = []
@@ -285,9 +254,29 @@ class RecallWorld:
     # -- memory ----------------------------------------------------------------------
     _ORIGINS = {"initial_fact": "initial", "turn": "script", "narration": "script", "reply": "reply"}
 
-    def _write(self, text: str, *, author: str, authority: float, turn: int, namespace: str | None,
-               fact_id: str | None, source: str, declared: str | None = None) -> dict[str, Any]:
-        value, value_source = statement_value(declared, text)
+    async def _preload(self) -> None:
+        """The case file (initial facts) into shared memory at turn 0, before the first turn."""
+        for f in self.script.initial_facts:
+            await self._write(f.text, author=RECORD, authority=f.authority_level, turn=0, namespace=SHARED_NS,
+                              fact_id=f.id, source="initial_fact", declared=getattr(f, "value", None))
+            if self.failure is not None:
+                return
+
+    async def _value(self, declared: str | None, text: str, turn: int) -> tuple[str | None, str | None]:
+        """A write's value and where it came from: the script, the judge (values: judge) or the rule."""
+        if declared or self.value_judge is None:
+            return statement_value(declared, text)
+        messages = P.value_messages(self.t, text=text)
+        reply = await self._call(VALUE_SLOT, VALUE_SLOT, self.cell.judge, self.value_judge, messages,
+                                 self.cell.judge_sampling, turn, "value")
+        if reply.failed:
+            return None, None
+        value = judged_value(reply.text)
+        return (value, "judge") if value is not None else (None, None)
+
+    async def _write(self, text: str, *, author: str, authority: float, turn: int, namespace: str | None,
+                     fact_id: str | None, source: str, declared: str | None = None) -> dict[str, Any]:
+        value, value_source = await self._value(declared, text, turn)
         origin = self._ORIGINS[source]
         result = self.memory.add(text, author_role=author, authority=float(authority), turn=turn,
                                  namespace=namespace, fact_id=fact_id, value=value)
@@ -321,12 +310,12 @@ class RecallWorld:
                                 "namespaces": namespaces, "memory_size": len(self.memory.entries), "hits": records})
         return records
 
-    def _write_reply(self, role: str, text: str, turn: int, fact_id: str | None) -> str | None:
+    async def _write_reply(self, role: str, text: str, turn: int, fact_id: str | None) -> str | None:
         """Store an agent's reply (``memory_writes: replies | both``); its entry id, if stored."""
         if self.memory is None or not self.cell.writes_replies or not text.strip():
             return None
-        rec = self._write(text, author=role, authority=role_authority(self.script.domain, role), turn=turn,
-                          namespace=self._namespace(role), fact_id=fact_id, source="reply")
+        rec = await self._write(text, author=role, authority=role_authority(self.script.domain, role), turn=turn,
+                                namespace=self._namespace(role), fact_id=fact_id, source="reply")
         return rec["entry"]["entry_id"] if rec["entry"] else None
 
     # -- context ---------------------------------------------------------------------
@@ -402,22 +391,24 @@ class RecallWorld:
         agent.messages.append({"role": "assistant", "content": reply.text})
         agent.voiced.append(turn.turn)
         if turn.write_to_memory and self.memory is not None and self.cell.writes_script:
-            rec = self._write(turn.content, author=turn.role, authority=role_authority(self.script.domain, turn.role),
-                              turn=turn.turn, namespace=self._namespace(turn.role), fact_id=turn.fact_id,
-                              source="turn", declared=getattr(turn, "value", None))
+            rec = await self._write(turn.content, author=turn.role,
+                                    authority=role_authority(self.script.domain, turn.role), turn=turn.turn,
+                                    namespace=self._namespace(turn.role), fact_id=turn.fact_id, source="turn",
+                                    declared=getattr(turn, "value", None))
             record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
-        reply_entry = self._write_reply(turn.role, reply.text, turn.turn, turn.fact_id)
+        reply_entry = await self._write_reply(turn.role, reply.text, turn.turn, turn.fact_id)
         if reply_entry is not None:
             record["reply_entry"] = reply_entry
 
-    def _narration(self, turn: Any) -> None:
+    async def _narration(self, turn: Any) -> None:
         record: dict[str, Any] = {"turn": turn.turn, "role": turn.role, "content": turn.content, "is_recall": False,
                                   "write_to_memory": turn.write_to_memory, "fact_id": turn.fact_id, "step": None,
                                   "reply": None}
         if turn.write_to_memory and self.memory is not None and self.cell.writes_script:
-            rec = self._write(turn.content, author=NARRATOR, authority=role_authority(self.script.domain, NARRATOR),
-                              turn=turn.turn, namespace=NARRATOR, fact_id=turn.fact_id, source="narration",
-                              declared=getattr(turn, "value", None))
+            rec = await self._write(turn.content, author=NARRATOR,
+                                    authority=role_authority(self.script.domain, NARRATOR), turn=turn.turn,
+                                    namespace=NARRATOR, fact_id=turn.fact_id, source="narration",
+                                    declared=getattr(turn, "value", None))
             record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
         self.turns.append(record)
         self.transcript.append({"turn": turn.turn, "role": turn.role, "content": turn.content, "reply": None})
@@ -461,7 +452,7 @@ class RecallWorld:
             recall["correct"] = None
             return
         agent.messages.append({"role": "assistant", "content": reply.text})
-        reply_entry = self._write_reply(agent.role, reply.text, turn.turn, turn.target_fact_id)
+        reply_entry = await self._write_reply(agent.role, reply.text, turn.turn, turn.target_fact_id)
         if reply_entry is not None:
             recall["reply_entry"] = reply_entry
         if self.judge is not None and answer is not None:
@@ -477,9 +468,13 @@ class RecallWorld:
 
     async def run(self) -> WorldOutcome:
         started = time.perf_counter()
+        if self.memory is not None:
+            await self._preload()
         for turn in self.script.turns:
+            if self.failure is not None:
+                break
             if turn.role == NARRATOR:
-                self._narration(turn)
+                await self._narration(turn)
             elif turn.is_recall:
                 await self._recall(turn)
             else:
@@ -514,6 +509,9 @@ class RecallWorld:
                    "model_returned": sorted({st["reply"]["model_returned"] for st in self.steps
                                              if st["agent"] == a.role and st["reply"]["model_returned"]})}
                   for a in self.agents.values()]
+        if self.value_judge is not None:
+            agents.append({"agent": VALUE_SLOT, "role": VALUE_SLOT, "route": self.cell.judge, "authority": None,
+                           "system_prompt": None, "turns_voiced": 0, "recalls": 0, "model_returned": []})
         if self.judge is not None:
             agents.append({"agent": JUDGE_SLOT, "role": JUDGE_SLOT, "route": self.cell.judge, "authority": None,
                            "system_prompt": None, "turns_voiced": 0, "recalls": 0, "model_returned": []})
@@ -533,7 +531,8 @@ class RecallWorld:
                           "memory_writes": self.cell.memory_writes if self.cell.memory else None,
                           "retrieve": self.cell.retrieve if self.cell.memory else None,
                           "invalidate_stale": self.cell.invalidate_stale if self.cell.memory else False,
-                          "conversation": self.cell.shows_conversation, "context_turns": self.cell.context_turns},
+                          "conversation": self.cell.shows_conversation, "context_turns": self.cell.context_turns,
+                          "values": self.cell.values if self.cell.memory else None},
             "agents": agents, "turns": self.turns, "retrievals": self.retrievals, "memory_log": self.memory_log,
             "conflicts": self.conflicts,
             "recalls": self.recalls, "n_steps": len(self.steps), "clock_end": round(self.clock, 6),
