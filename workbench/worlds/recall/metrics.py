@@ -434,10 +434,11 @@ def recall_frame_shared_variant(table: pd.DataFrame) -> str:
     return "; ".join(p for p in (rows[0] if rows else []) if p in shared)
 
 
-def metric_tables(worlds: Iterable[dict[str, Any]]) -> dict[str, pd.DataFrame]:
-    """Every table ``workbench metrics`` writes for a recall run set."""
+def metric_tables(worlds: Iterable[dict[str, Any]], frame: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """Every table ``workbench metrics`` writes for a recall run set (``frame``: the
+    worlds' recall frame when the caller has it already)."""
     worlds = list(worlds)
-    f = recall_frame(worlds)
+    f = recall_frame(worlds) if frame is None else frame.copy()
     return {
         "by_condition": accuracy_table(f, ["model", "variant", "condition"]),
         "by_mode_condition": accuracy_table(f, ["model", "variant", "failure_mode", "condition"]),

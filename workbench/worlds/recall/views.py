@@ -323,7 +323,7 @@ class RecallReport(RunReport):
 
     @cached_property
     def tables(self) -> dict[str, pd.DataFrame]:
-        return metric_tables(self.records.worlds)
+        return metric_tables(self.records.worlds, self.frame)
 
     @property
     def title(self) -> str:
