@@ -552,6 +552,12 @@ def _unsafe_flag(p: argparse.ArgumentParser) -> None:
                    help="where bubblewrap is unavailable, run agent-written tests unconfined (recorded in the manifest)")
 
 
+def _cmd_view(args: argparse.Namespace) -> int:
+    from workbench.viewer.command import run_view
+
+    return run_view(args)
+
+
 EXAMPLES = {
     "run": "workbench run params/smoke.yaml --out outputs/smoke --max-worlds 4",
     "validate": "workbench validate params/smoke.yaml",
@@ -570,6 +576,7 @@ EXAMPLES = {
     "models list": "workbench models list",
     "models fetch": "workbench models fetch qwen2.5-coder-0.5b",
     "profiles": "workbench profiles",
+    "view": "workbench view outputs/smoke outputs/demo --port 8765",
 }
 
 
@@ -653,6 +660,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--holm", action="store_true", help="add Holm-adjusted p values beside the raw ones")
     p.add_argument("--csv", help="also write the table here")
     p.set_defaults(func=_cmd_compare)
+    p = _subparser(sub, "view", help="browse every world of one or more run sets in a browser, offline "
+                                    "(a server on 127.0.0.1, or --bundle: static files)")
+    p.add_argument("dirs", nargs="+", metavar="RUN_DIR", help="run directories (several: side by side, cells matched)")
+    p.add_argument("--bundle", metavar="OUT", help="write the viewer as static files here instead of serving")
+    p.add_argument("--examples", type=int, default=3, help="world pages per cell in a bundle (default 3)")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port to serve on (0: any free port)")
+    p.add_argument("--ignore", action="append", metavar="FIELD",
+                   help="a cell field ignored when matching cells across run sets (repeatable)")
+    p.set_defaults(func=_cmd_view)
     p = _subparser(sub, "judge", help="run a world kind's LLM judges over a run set (collusion: agreement, relaxation)")
     p.add_argument("dir", help="run directory")
     p.add_argument("--route", default="sim-collusion-judge/lexical",

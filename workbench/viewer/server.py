@@ -1,0 +1,80 @@
+"""``workbench view RUN_DIR ...``: the viewer's files served from 127.0.0.1 by the standard
+library's ``http.server``; a world page that is not written yet is rendered when asked for
+(so ten thousand worlds cost nothing until one is opened) and kept for the next request."""
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from workbench.viewer.data import load_run_sets
+from workbench.viewer.site import Site, build_site
+
+WORLD_PATH = re.compile(r"^/worlds/([A-Za-z0-9]+)/([A-Za-z0-9_.-]+\.html)$")
+
+
+class ViewerHandler(SimpleHTTPRequestHandler):
+    site: Site
+    lock: threading.Lock
+    quiet: bool = True
+
+    def __init__(self, *args: Any, site: Site, lock: threading.Lock, quiet: bool = True, **kwargs: Any) -> None:
+        self.site, self.lock, self.quiet = site, lock, quiet
+        super().__init__(*args, directory=str(site.root), **kwargs)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = unquote(urlsplit(self.path).path)
+        m = WORLD_PATH.match(path)
+        if m and not (self.site.root / path.lstrip("/")).exists():
+            hit = self.site.world_file(m.group(1), m.group(2))
+            if hit is None:
+                self.send_error(404, "no such world in these run sets")
+                return
+            with self.lock:
+                if not (self.site.root / path.lstrip("/")).exists():
+                    try:
+                        self.site.write_world(*hit)
+                    except Exception as exc:  # noqa: BLE001 - the page says why, the server goes on
+                        self.send_error(500, f"the world page could not be drawn: {type(exc).__name__}: {exc}")
+                        return
+        super().do_GET()
+
+    def end_headers(self) -> None:
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        if not self.quiet:
+            super().log_message(format, *args)
+
+
+def make_server(dirs: Sequence[str | Path], *, host: str = "127.0.0.1", port: int = 8765, site_dir: str | Path | None = None,
+                ignore: Sequence[str] = (), quiet: bool = True) -> tuple[ThreadingHTTPServer, Site]:
+    """A server (not yet serving) for the run sets in ``dirs``; its files go to ``site_dir`` (a new temporary
+    folder when None). ``port=0`` takes any free port (``server.server_address`` says which)."""
+    root = Path(site_dir) if site_dir else Path(tempfile.mkdtemp(prefix="workbench-view-"))
+    site = build_site(load_run_sets(dirs), root, examples=0, server=True, ignore=ignore)
+    handler = partial(ViewerHandler, site=site, lock=threading.Lock(), quiet=quiet)
+    return ThreadingHTTPServer((host, port), handler), site
+
+
+def serve(dirs: Sequence[str | Path], *, host: str = "127.0.0.1", port: int = 8765, ignore: Sequence[str] = (),
+          quiet: bool = True) -> None:
+    """Serve until interrupted; prints the address on stdout first."""
+    server, site = make_server(dirs, host=host, port=port, ignore=ignore, quiet=quiet)
+    h, p = server.server_address[:2]
+    print(f"workbench view: {len(site.index.worlds)} worlds at http://{h!s}:{p}/ (files in {site.root}; Ctrl-C stops)",
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.server_close()
