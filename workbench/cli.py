@@ -249,6 +249,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     lock, code = lock_gate(args.params, args.locks, args.deviation)
     if code:
         return code
+    line = _plan_line(study)
+    if line:
+        print(line, file=sys.stderr)
     cells = [c for c in args.cells.split(",") if c] if args.cells else None
     try:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
@@ -525,6 +528,69 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
+def plan_dir(study_name: str) -> Path:
+    return Path("outputs") / "plan" / study_name
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from workbench.plan import make_plan, short_labels, write_plan
+    from workbench.records import sha256_file
+
+    study = load_study(args.params)
+    if not 0 < args.half_width < 1 or not 0 < args.power < 1:
+        print("error: --half-width and --power: expected numbers between 0 and 1", file=sys.stderr)
+        return 2
+    if args.rehearse < 1:
+        print("error: --rehearse: expected at least 1 world per cell", file=sys.stderr)
+        return 2
+    try:
+        plan = make_plan(study, rehearse=args.rehearse, from_run=args.from_run, assume=args.assume,
+                         half_width=args.half_width, power=args.power,
+                         output_tokens_per_call=args.output_tokens_per_call)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    cells, contrasts = plan.frames()
+    short = short_labels([c.label for c in study.cells])
+    shared = sorted(set(study.cells[0].label.split(" · ")) - set(next(iter(short.values())).split(" · ")))
+    shown = cells.drop(columns=["cell_id", "figures_from"]).assign(cell=cells["cell"].map(short))
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
+        print(f"Plan of {study.name}: {len(study.cells)} cells x {study.worlds_per_cell} worlds; "
+              f"rates of {plan.metric}" + (f"; every cell: {' · '.join(shared)}" if shared else ""))
+        print(f"figures from: {'; '.join(sorted(set(cells['figures_from'])))}")
+        print(shown.to_string(index=False))
+        print(f"\nContrasts (two-sided, 95 %; worlds per cell for {args.power:.0%} power and for an interval of "
+              f"+/-{args.half_width} in each arm):")
+        if len(contrasts):
+            print(contrasts.assign(A=contrasts["A"].map(short), B=contrasts["B"].map(short))
+                  .drop(columns=["worlds per cell"]).to_string(index=False))
+        else:
+            print("  none: no two cells differ in one factor alone")
+    total = plan.total_cost
+    budget = f"; budget_usd {study.budget_usd:.2f}" if study.budget_usd else ""
+    print(f"\nexpected cost: {'unknown (see cost_note)' if total is None else f'${total:.2f}'}{budget}")
+    written = write_plan(plan, Path(args.out) if args.out else plan_dir(study.name), sha256_file(study.path))
+    print(f"wrote {written['cells']}, {written['contrasts']} and {written['totals']}")
+    return 0
+
+
+def _plan_line(study) -> str | None:  # noqa: ANN001 - a Study
+    """Before a run with real models or a budget: the saved plan's estimate beside the budget."""
+    from workbench.plan import saved_estimate
+    from workbench.records import sha256_file
+
+    real = [r for c in study.cells for r in study.kind.routes(c.spec) if not is_simulated_route(r)]
+    if not real and not study.budget_usd:
+        return None
+    estimate = saved_estimate(plan_dir(study.name), sha256_file(study.path))
+    budget = f"budget_usd ${study.budget_usd:.2f}" if study.budget_usd else "no budget_usd"
+    if estimate is None:
+        return f"plan: no estimate for this params file ({budget}); `workbench plan {study.path}` gives one"
+    return f"plan: expected cost ${estimate:.2f} (workbench plan, same params file); {budget}"
+
+
 def _cmd_judge(args: argparse.Namespace) -> int:
     records = _finished(args.dir)
     if records is None:
@@ -577,6 +643,7 @@ EXAMPLES = {
     "models fetch": "workbench models fetch qwen2.5-coder-0.5b",
     "profiles": "workbench profiles",
     "view": "workbench view outputs/smoke outputs/demo --port 8765",
+    "plan": "workbench plan params/main.yaml --rehearse 20 --assume 'sim/twin-gpt-5-nano · store=0.3'",
 }
 
 
@@ -722,6 +789,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_models)
     p = _subparser(sub, "profiles", help="list the simulated profiles")
     p.set_defaults(func=_cmd_profiles)
+    p = _subparser(sub, "plan", help="expected calls, tokens, cost and power per cell, from a rehearsal on twins")
+    p.add_argument("params")
+    p.add_argument("--rehearse", type=int, default=20, metavar="N",
+                   help="worlds per cell of the rehearsal on simulated twins (default 20)")
+    p.add_argument("--from", dest="from_run", metavar="RUN_DIR",
+                   help="take steps, tokens and rates from this earlier run set of the same cells instead")
+    p.add_argument("--assume", action="append", default=[], metavar="CELL=RATE",
+                   help="a cell's rate of the headline metric (cell id or label; repeatable)")
+    p.add_argument("--half-width", type=float, default=0.1, help="target half-width of each arm's interval")
+    p.add_argument("--power", type=float, default=0.8, help="target power (default 0.8)")
+    p.add_argument("--output-tokens-per-call", type=float, default=None,
+                   help="output tokens per call to price (twins do not reason: give a reasoning model's own)")
+    p.add_argument("--out", help="where to write plan.csv, power.csv, plan.json (default outputs/plan/STUDY)")
+    p.set_defaults(func=_cmd_plan)
     return ap
 
 

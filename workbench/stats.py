@@ -83,7 +83,16 @@ def worlds_to_detect(p1: float, p2: float, power: float = 0.8, level: float = 0.
     from statsmodels.stats.power import NormalIndPower
     from statsmodels.stats.proportion import proportion_effectsize
     h = abs(float(proportion_effectsize(p1, p2)))
-    n = NormalIndPower().solve_power(effect_size=h, alpha=1 - level, power=power, ratio=1.0)
+    import warnings
+
+    with warnings.catch_warnings():  # its root finder warns, then returns nan, for very large effects
+        warnings.simplefilter("ignore")
+        n = NormalIndPower().solve_power(effect_size=h, alpha=1 - level, power=power, ratio=1.0)
+    if not math.isfinite(float(n)):
+        # the same test's one-sided closed form (the other tail adds nothing at such effects)
+        from scipy.stats import norm
+
+        n = 2 * ((norm.ppf(1 - (1 - level) / 2) + norm.ppf(power)) / h) ** 2
     return int(math.ceil(n))
 
 
