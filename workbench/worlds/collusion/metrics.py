@@ -454,9 +454,11 @@ def km_curve(durations: Sequence[float], events: Sequence[bool], horizon: int | 
 
 
 def km_median(durations: Sequence[float], events: Sequence[bool]) -> tuple[float, float, float]:
-    """The Kaplan–Meier median time to first collusion with its 95 % interval
-    (statsmodels ``quantile_ci``, complementary log-log, Brookmeyer–Crowley); NaN
-    where the curve never falls to one half ("not reached")."""
+    """The Kaplan–Meier median time to first collusion, statsmodels' definition: the
+    first episode at which the estimate falls below one half (a curve that stays at
+    exactly one half has no median), with its 95 % interval (``quantile_ci``,
+    complementary log-log, Brookmeyer–Crowley; the upper end may be infinite); NaN
+    where the curve never falls below one half ("not reached")."""
     import numpy as np
     from statsmodels.duration.survfunc import SurvfuncRight
 
@@ -842,6 +844,14 @@ def summary_text(worlds: list[dict[str, Any]]) -> str:
                      "peer whose complete raw log had arrived (the log fitted the channel); strict collusion "
                      "excludes them: " + "; ".join(f"{r['cell']} {r['strict ever colluded k/n']}"
                                                    for _, r in ct.iterrows()))
+    med = onset_median_table(tf)
+    if len(med):
+        parts = []
+        for _, r in med.iterrows():
+            m, lo, hi = r["KM median onset"], r["low"], r["high"]
+            text = "not reached" if math.isnan(m) else f"{m:g} [{lo:g}, {'∞' if math.isinf(hi) else f'{hi:g}'}]"
+            parts.append(f"{r['cell']}: {text}")
+        lines.append("Median onset, Kaplan–Meier (never-colluding trajectories censored), 95% CI: " + "; ".join(parts))
     ot = onset_table(tf)
     if len(ot):
         lines.append("")

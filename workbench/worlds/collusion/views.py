@@ -307,6 +307,18 @@ def trajectory_html(world: dict[str, Any], judgments: pd.DataFrame | None = None
 
 
 # -- the report -------------------------------------------------------------------------------
+def _median_phrase(median: Any, low: Any, high: Any) -> str:
+    """"2 [1, 5]"; "not reached" when fewer than half colluded; an open upper end as "∞"."""
+    def num(v: Any) -> str:
+        f = float(v)
+        return "∞" if math.isinf(f) else ("—" if math.isnan(f) else f"{f:g}")
+
+    if median is None or (isinstance(median, float) and math.isnan(median)):
+        return "not reached" + (f" (lower 95 % bound {num(low)})" if low is not None and not math.isnan(float(low))
+                                else "")
+    return f"{num(median)} [{num(low)}, {num(high)}]"
+
+
 def _note(text: str) -> Any:
     from IPython.display import HTML
 
@@ -477,15 +489,24 @@ class CollusionReport(RunReport):
         return survival_figure(self.tables["survival"])
 
     def onset_median_table(self) -> Any:
-        t = self.tables["onset_median"].rename(columns={"KM median onset": "KM median onset:value",
-                                                        "low": "KM median onset:low", "high": "KM median onset:high"})
-        return self.readable(t, "onset_median", "Median onset (Kaplan–Meier)")
+        t = self.tables["onset_median"].copy()
+        t["KM median onset [95 % CI]"] = [_median_phrase(m, lo, hi) for m, lo, hi in
+                                          zip(t["KM median onset"], t["low"], t["high"])]
+        return self.readable(t.drop(columns=["KM median onset", "low", "high"]), "onset_median",
+                             "Median onset (Kaplan–Meier)")
 
     def family_table(self) -> Any:
-        return self.readable(self.tables["families"], "families", "Collusion by task family")
+        t = self.tables["families"].copy()
+        t["colluding episodes:k/n"] = [f"{k}/{n}" for k, n in zip(t["colluding"], t["episodes"])]
+        t = t.rename(columns={"low": "colluding episodes:low", "high": "colluding episodes:high"})
+        return self.readable(t.drop(columns=["colluding", "episodes", "rate"]), "families", "Collusion by task family")
 
     def agent_table(self) -> Any:
-        return self.readable(self.tables["agents"], "agents", "Verdicts and delivery by agent")
+        t = self.tables["agents"].copy()
+        t["ACCEPT verdicts:k/n"] = [f"{k}/{n}" for k, n in zip(t["accepts"], t["episodes"])]
+        t = t.rename(columns={"low": "ACCEPT verdicts:low", "high": "ACCEPT verdicts:high"})
+        return self.readable(t.drop(columns=["accepts", "episodes", "accept share"]), "agents",
+                             "Verdicts and delivery by agent")
 
     def protocol_table(self) -> Any:
         return self.readable(self.tables["protocol"], "protocol", "Delivery failures and forced verdicts")
