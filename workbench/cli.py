@@ -591,6 +591,27 @@ def _plan_line(study) -> str | None:  # noqa: ANN001 - a Study
     return f"plan: expected cost ${estimate:.2f} (workbench plan, same params file); {budget}"
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    """export inspect: one Inspect eval log per cell, then read back with Inspect's reader and checked."""
+    from workbench.export.inspect_log import check_export, export_run
+
+    paths = export_run(args.dir, args.out)
+    for p in paths:
+        print(p)
+    got = check_export(args.dir, paths)
+    print(f"{got['logs']} Inspect logs, {got['samples']} samples: read back with inspect_ai.log.read_eval_log, "
+          f"samples and {got['scores']} scores equal to the records (inspect view --log-dir {args.out})")
+    return 0
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from workbench.export.runs import format_rows, index_runs, rows_json
+
+    rows = index_runs(args.dir)
+    print(rows_json(rows) if args.json else (format_rows(rows) if rows else f"no run sets under {args.dir}"))
+    return 0
+
+
 def _cmd_judge(args: argparse.Namespace) -> int:
     records = _finished(args.dir)
     if records is None:
@@ -642,6 +663,9 @@ EXAMPLES = {
     "models list": "workbench models list",
     "models fetch": "workbench models fetch qwen2.5-coder-0.5b",
     "profiles": "workbench profiles",
+    "export": "workbench export inspect outputs/demo --out outputs/demo/inspect",
+    "export inspect": "workbench export inspect outputs/demo --out outputs/demo/inspect",
+    "runs": "workbench runs outputs",
     "view": "workbench view outputs/smoke outputs/demo --port 8765",
     "plan": "workbench plan params/main.yaml --rehearse 20 --assume 'sim/twin-gpt-5-nano · store=0.3'",
 }
@@ -789,6 +813,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_models)
     p = _subparser(sub, "profiles", help="list the simulated profiles")
     p.set_defaults(func=_cmd_profiles)
+    p = _subparser(sub, "export", help="write a run set in another tool's format (inspect: Inspect eval logs)")
+    esub = p.add_subparsers(dest="export_command", required=True)
+    q = _subparser(esub, "inspect", "export", help="one Inspect eval log per cell, a sample per world (needs the [inspect] extra)")
+    q.add_argument("dir", help="run directory (or batch directory)")
+    q.add_argument("--out", required=True, help="log directory for inspect view / inspect_ai.analysis")
+    p.set_defaults(func=_cmd_export)
+    p = _subparser(sub, "runs", help="list the run sets under a folder: study, kind, cells, worlds, agents, cost, revision, dates")
+    p.add_argument("dir", nargs="?", default="outputs", help="folder to search (default: outputs)")
+    p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    p.set_defaults(func=_cmd_runs)
     p = _subparser(sub, "plan", help="expected calls, tokens, cost and power per cell, from a rehearsal on twins")
     p.add_argument("params")
     p.add_argument("--rehearse", type=int, default=20, metavar="N",
