@@ -82,6 +82,85 @@ def test_domains_and_authority() -> None:
 
 # ------------------------------------------------------------------ validation
 
+def _teams() -> dict[str, Any]:
+    import yaml
+
+    from workbench.worlds.recall.domains import DOMAINS_FILE
+
+    return yaml.safe_load(DOMAINS_FILE.read_text(encoding="utf-8"))
+
+
+def test_roles_and_authorities_are_data_read_from_the_packaged_file() -> None:
+    from workbench.worlds.recall.domains import DOMAINS_FILE, TEAMS, load_domains
+
+    assert Path(TEAMS.path) == DOMAINS_FILE and DOMAINS_FILE.suffix == ".yaml"
+    again = load_domains(DOMAINS_FILE)
+    assert {d: dict(r) for d, r in again.authority.items()} == {d: dict(r) for d, r in DOMAINS.items()}
+    assert (again.narrator, again.narrator_authority, again.record) == ("user", 0.5, "record")
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda d: d["domains"]["legal"]["paralegal"].update(authority=1.4),
+     r"domains\.legal\.paralegal\.authority: expected a number from 0 to 1 \(got 1\.4\)"),
+    (lambda d: d["domains"]["legal"]["paralegal"].update(authority="high"),
+     r"domains\.legal\.paralegal\.authority: expected a number from 0 to 1 \(got 'high'\)"),
+    (lambda d: d["domains"]["medical"]["nurse"].pop("brief"), r"domains\.medical\.nurse\.brief: required field is missing"),
+    (lambda d: d["domains"]["medical"]["nurse"].update(brief=" "), r"domains\.medical\.nurse\.brief: expected a non-empty string"),
+    (lambda d: d["domains"]["finance"]["trader"].update(rank=2), r"domains\.finance\.trader\.rank: unknown field"),
+    (lambda d: d["domains"]["finance"].update({"Head Trader": {"authority": 1, "brief": "x"}}),
+     r"domains\.finance\.Head Trader: expected a role name"),
+    (lambda d: d["domains"]["finance"].update({"user": {"authority": 1, "brief": "x"}}),
+     r"domains\.finance\.user: 'user' is reserved"),
+    (lambda d: d["domains"].update(maritime={"captain": {"authority": 1, "brief": "x"}}),
+     r"domains\.maritime: expected a team of at least 2 roles"),
+    (lambda d: d["narrator"].update(authority=None), r"narrator\.authority: expected a number from 0 to 1"),
+    (lambda d: d.pop("record"), r"record: required field is missing"),
+    (lambda d: d.update(teams=[]), r"teams: unknown field"),
+])
+def test_a_bad_teams_file_names_the_file_and_field(tmp_path: Path, edit: Any, expected: str) -> None:
+    import yaml
+
+    from workbench.worlds.recall.domains import DomainsError, load_domains
+
+    data = _teams()
+    edit(data)
+    path = tmp_path / "teams.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(DomainsError, match=re.escape(str(path)) + ": " + expected) as info:
+        load_domains(path)
+    assert isinstance(info.value, InputFileError)
+
+
+def test_a_teams_file_that_is_missing_or_not_yaml(tmp_path: Path) -> None:
+    from workbench.worlds.recall.domains import DomainsError, load_domains
+
+    with pytest.raises(DomainsError, match="nope.yaml: file not found"):
+        load_domains(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("domains: [legal\n", encoding="utf-8")
+    with pytest.raises(DomainsError, match=r"bad\.yaml: line \d+, column \d+: not valid YAML"):
+        load_domains(bad)
+
+
+def test_a_value_must_occur_in_its_text_and_name_its_fact() -> None:
+    ok = valid()
+    ok["initial_facts"][0]["value"] = "July 22, 2026"
+    ok["turns"][1]["value"] = "June 30, 2026"
+    s = script_from_dict(ok)
+    assert s.initial_facts[0].value == "July 22, 2026" and s.turns[1].value == "June 30, 2026" and s.turns[0].value is None
+    assert script_from_dict(s.to_dict()) == s and "value" not in s.to_dict()["turns"][0]
+    bad = valid()
+    bad["initial_facts"][0]["value"] = "July 2, 2026"
+    assert "case.json: initial_facts[0].value: the value 'July 2, 2026' does not occur in the text" in error_of(bad)
+    bad = valid()
+    bad["turns"][1].update(value="June 30, 2026", fact_id=None)
+    assert "turns[1] (turn 2).value: a statement's value needs the fact it is about" in error_of(bad)
+    bad = valid()
+    bad["turns"][2]["value"] = "July 22, 2026"
+    bad["turns"][2]["content"] = "Is it July 22, 2026?"
+    assert "turns[2] (turn 3).value: a recall turn states no value" in error_of(bad)
+
+
 def test_valid_script_parses() -> None:
     s = script_from_dict(valid())
     assert s.script_id == "t_01" and s.domain == "legal" and s.path is None

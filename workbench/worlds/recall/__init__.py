@@ -40,10 +40,12 @@ class RecallKind(WorldKind):
         return (Path(base_dir) / cell.prompts).resolve()
 
     def design_files(self, cell: RecallCell, base_dir: Path) -> list[Path]:
-        """The scenario scripts the cell runs (hashed by preregistration locks)."""
+        """The scenario scripts the cell runs and the teams file (roles, authorities, briefs),
+        hashed by preregistration locks."""
+        from workbench.worlds.recall.domains import DOMAINS_FILE
         from workbench.worlds.recall.world import cell_scripts
 
-        return [Path(s.path) for s in cell_scripts(cell, Path(base_dir)) if s.path]
+        return [Path(s.path) for s in cell_scripts(cell, Path(base_dir)) if s.path] + [DOMAINS_FILE]
 
     async def run_world(self, cell: RecallCell, ctx: WorldContext) -> WorldOutcome:
         """Run one world; the recall world records no monitor labels."""

@@ -1,72 +1,141 @@
 """Teams of the recall world: the roles of each domain, their authority (0..1) and a
 one-line brief for each role's system prompt.
 
+They are data, not code: ``data/domains.yaml`` beside this module (the source study's
+three domains), read and validated once on import. A malformed file is refused with
+one line naming the file and the field (``domains.yaml: domains.legal.paralegal.authority:
+expected a number from 0 to 1 (got 1.4)``); :func:`load_domains` reads another file
+the same way.
+
 Authority is what the lightweight retrieval condition weighs (beta) and what the
 invalidation rule compares, so these numbers are part of the experiment's design,
-not decoration; they follow the source study's three domains."""
+not decoration."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
+from workbench.inputs import InputFileError
+
+DOMAINS_FILE = Path(__file__).with_name("data") / "domains.yaml"
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class DomainsError(InputFileError):
+    """A teams file that cannot be used; ``str(err)`` names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Teams:
+    """What a teams file defines (read-only mappings, so nobody edits the design by accident)."""
+
+    narrator: str
+    narrator_authority: float
+    record: str
+    authority: Mapping[str, Mapping[str, float]]  # domain -> role -> authority
+    briefs: Mapping[str, Mapping[str, str]]  # domain -> role -> brief
+    path: str
+
+
+def _show(value: Any) -> str:
+    return repr(value)[:80]
+
+
+def _authority(path: Path, where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise DomainsError(path, where, f"expected a number from 0 to 1 (got {_show(value)})")
+    return float(value)
+
+
+def _name(path: Path, where: str, value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise DomainsError(path, where, f"expected {what}: lower-case letters, digits and _ (got {_show(value)})")
+    return value
+
+
+def _mapping(path: Path, where: str, value: Any, allowed: set[str] | None = None,
+             required: tuple[str, ...] = ()) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DomainsError(path, where, f"expected a mapping (got {_show(value)})")
+    if allowed is not None:
+        for key in value:
+            if key not in allowed:
+                raise DomainsError(path, f"{where}.{key}" if where else str(key),
+                                   f"unknown field (expected one of: {', '.join(sorted(allowed))})")
+    for key in required:
+        if key not in value:
+            raise DomainsError(path, f"{where}.{key}" if where else key, "required field is missing")
+    return value
+
+
+def teams_from_dict(data: Any, path: str | Path = "<dict>") -> Teams:
+    """Validate a parsed teams file; DomainsError names ``path`` and the field."""
+    p = Path(path)
+    top = _mapping(p, "", data, {"narrator", "record", "domains"}, ("narrator", "record", "domains"))
+    narr = _mapping(p, "narrator", top["narrator"], {"role", "authority"}, ("role", "authority"))
+    narrator = _name(p, "narrator.role", narr["role"], "a role name")
+    narrator_authority = _authority(p, "narrator.authority", narr["authority"])
+    record = _name(p, "record", top["record"], "a role name")
+    if record == narrator:
+        raise DomainsError(p, "record", f"the record's role must differ from the narrator's ({narrator!r})")
+    domains = _mapping(p, "domains", top["domains"])
+    if not domains:
+        raise DomainsError(p, "domains", "expected at least one domain (got none)")
+    authority: dict[str, Mapping[str, float]] = {}
+    briefs: dict[str, Mapping[str, str]] = {}
+    for domain, roles in domains.items():
+        where = f"domains.{domain}"
+        _name(p, where, domain, "a domain name")
+        roles = _mapping(p, where, roles)
+        if len(roles) < 2:
+            raise DomainsError(p, where, f"expected a team of at least 2 roles (got {len(roles)})")
+        auth: dict[str, float] = {}
+        brief: dict[str, str] = {}
+        for role, body in roles.items():
+            rwhere = f"{where}.{role}"
+            _name(p, rwhere, role, "a role name")
+            if role in (narrator, record):
+                raise DomainsError(p, rwhere, f"{role!r} is reserved (the narrator is {narrator!r}, the record {record!r})")
+            body = _mapping(p, rwhere, body, {"authority", "brief"}, ("authority", "brief"))
+            auth[role] = _authority(p, f"{rwhere}.authority", body["authority"])
+            if not isinstance(body["brief"], str) or not body["brief"].strip():
+                raise DomainsError(p, f"{rwhere}.brief", f"expected a non-empty string (got {_show(body['brief'])})")
+            brief[role] = body["brief"].strip()
+        authority[domain] = MappingProxyType(auth)
+        briefs[domain] = MappingProxyType(brief)
+    return Teams(narrator, narrator_authority, record, MappingProxyType(authority), MappingProxyType(briefs), str(p))
+
+
+def load_domains(path: str | Path = DOMAINS_FILE) -> Teams:
+    """Read and validate a teams file (YAML); syntax errors name the line."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise DomainsError(p, "", "file not found (expected the recall world's teams, YAML)")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise DomainsError(p, where, f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    return teams_from_dict(data, p)
+
+
+TEAMS = load_domains()
 #: The scenario narrator: may speak in any domain, is never asked to recall.
-NARRATOR = "user"
-NARRATOR_AUTHORITY = 0.5
+NARRATOR = TEAMS.narrator
+NARRATOR_AUTHORITY = TEAMS.narrator_authority
 #: Author role of the preloaded initial facts (the case file / chart / mandate).
-RECORD = "record"
-
-_DOMAINS: dict[str, dict[str, float]] = {
-    "legal": {
-        "senior_lawyer": 1.0,
-        "associate": 0.7,
-        "paralegal": 0.4,
-        "external_counsel": 0.9,
-        "client_rep": 0.2,
-    },
-    "medical": {
-        "attending_physician": 1.0,
-        "resident": 0.6,
-        "nurse": 0.4,
-        "pharmacist": 0.8,
-        "patient": 0.0,
-    },
-    "finance": {
-        "portfolio_manager": 1.0,
-        "financial_analyst": 0.75,
-        "risk_officer": 0.85,
-        "trader": 0.6,
-        "compliance_officer": 0.8,
-    },
-}
-
-#: domain -> role -> authority. Read-only views so nobody edits the design by accident.
-DOMAINS: Mapping[str, Mapping[str, float]] = MappingProxyType(
-    {d: MappingProxyType(roles) for d, roles in _DOMAINS.items()}
-)
-
-ROLE_BRIEFS: Mapping[str, Mapping[str, str]] = MappingProxyType({
-    "legal": MappingProxyType({
-        "senior_lawyer": "You are the senior lawyer leading the matter; you make the final calls on strategy and dates.",
-        "associate": "You are an associate lawyer drafting filings and tracking the matter's details for the senior lawyer.",
-        "paralegal": "You are the paralegal who keeps the docket, prepares exhibits and updates the matter file.",
-        "external_counsel": "You are external counsel brought in for specialist advice on this matter.",
-        "client_rep": "You are the client's representative; you relay the client's wishes and information.",
-    }),
-    "medical": MappingProxyType({
-        "attending_physician": "You are the attending physician responsible for this patient's plan of care.",
-        "resident": "You are the resident physician carrying out and documenting the plan of care.",
-        "nurse": "You are the bedside nurse giving medications and recording observations.",
-        "pharmacist": "You are the clinical pharmacist who checks doses, interactions and the medication record.",
-        "patient": "You are the patient; you describe how you feel and what you were told.",
-    }),
-    "finance": MappingProxyType({
-        "portfolio_manager": "You are the portfolio manager who owns the fund's positions and final allocation decisions.",
-        "financial_analyst": "You are the financial analyst who models companies and prepares the figures for decisions.",
-        "risk_officer": "You are the risk officer who sets and monitors the fund's risk limits.",
-        "trader": "You are the trader who executes orders and reports fills and market levels.",
-        "compliance_officer": "You are the compliance officer who checks mandates, restrictions and regulatory limits.",
-    }),
-})
+RECORD = TEAMS.record
+#: domain -> role -> authority.
+DOMAINS: Mapping[str, Mapping[str, float]] = TEAMS.authority
+#: domain -> role -> one-line brief for the role's system prompt.
+ROLE_BRIEFS: Mapping[str, Mapping[str, str]] = TEAMS.briefs
 
 
 def domain_roles(domain: str) -> Mapping[str, float]:

@@ -7,6 +7,10 @@ names the file, the turn and the field. Validation is written out by hand rather
 than left to pydantic so that the turn number appears in the message: authors
 think in turn numbers, not list indices.
 
+Facts and statements may carry a ``value`` (the value they state, e.g. "July 22,
+2026"): it must occur in their text, and a statement's needs its ``fact_id``.
+Invalidation compares values, not wording, where the script gives them.
+
 Beyond the shape, the loader checks that every recall is answerable from what the
 world can store: one accepted answer must occur in the target fact's text or in
 an earlier memory write about that fact. Otherwise a recall would be unanswerable
@@ -27,10 +31,10 @@ from workbench.worlds.recall.domains import DOMAINS, NARRATOR
 FAILURE_MODES: tuple[str, ...] = ("belief_asymmetry", "authority_collapse", "memory_anchoring")
 
 _SCRIPT_FIELDS = {"script_id", "domain", "initial_facts", "turns", "description"}
-_FACT_FIELDS = {"id", "text", "tier", "authority_level"}
+_FACT_FIELDS = {"id", "text", "tier", "authority_level", "value"}
 _TURN_FIELDS = {
     "turn", "role", "content", "is_recall", "target_fact_id", "ground_truth",
-    "recall_query", "failure_mode", "write_to_memory", "fact_id",
+    "recall_query", "failure_mode", "write_to_memory", "fact_id", "value",
 }
 
 
@@ -46,6 +50,7 @@ class Fact:
     text: str
     tier: str
     authority_level: float
+    value: str | None = None  # the value the fact states (e.g. "July 22, 2026"), when the script says
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class Turn:
     failure_mode: str
     write_to_memory: bool
     fact_id: str | None = None
+    value: str | None = None  # the value a statement about fact_id states, when the script says
 
 
 @dataclass(frozen=True)
@@ -95,9 +101,15 @@ class Script:
         out: dict[str, Any] = {"script_id": self.script_id, "domain": self.domain}
         if self.description:
             out["description"] = self.description
-        out["initial_facts"] = [asdict(f) for f in self.initial_facts]
-        out["turns"] = [{**asdict(t), "ground_truth": list(t.ground_truth)} for t in self.turns]
+        out["initial_facts"] = [_drop_none_value(asdict(f)) for f in self.initial_facts]
+        out["turns"] = [_drop_none_value({**asdict(t), "ground_truth": list(t.ground_truth)}) for t in self.turns]
         return out
+
+
+def _drop_none_value(d: dict[str, Any]) -> dict[str, Any]:
+    if d.get("value") is None:
+        d.pop("value", None)
+    return d
 
 
 # ---------------------------------------------------------------- answer matching
@@ -188,7 +200,22 @@ def _fact(c: _Checker, raw: Any, where: str) -> Fact:
     level = obj["authority_level"]
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 <= float(level) <= 1.0:
         raise c.fail(_join(where, "authority_level"), f"expected a number from 0 to 1 (got {_show(level)})")
-    return Fact(fid.strip(), text or "", tier or "", float(level))  # type: ignore[union-attr]
+    value = _value(c, obj, where, text or "")
+    return Fact(fid.strip(), text or "", tier or "", float(level), value)  # type: ignore[union-attr]
+
+
+def _value(c: _Checker, obj: dict[str, Any], where: str, text: str) -> str | None:
+    """The optional ``value`` of a fact or statement: a non-empty string found in its text
+    (as a run of whole words after normalisation, as answers are matched)."""
+    if "value" not in obj or obj["value"] is None:
+        return None
+    value = c.string(obj, "value", where)
+    assert value is not None
+    if not normalise_answer(value):
+        raise c.fail(_join(where, "value"), f"the value has no letters or digits (got {_show(value)})")
+    if not answer_matches(text, [value]):
+        raise c.fail(_join(where, "value"), f"the value {value!r} does not occur in the text {text[:60]!r}")
+    return value
 
 
 def _turn(c: _Checker, raw: Any, index: int, domain: str, facts: dict[str, Fact]) -> Turn:
@@ -254,7 +281,12 @@ def _turn(c: _Checker, raw: Any, index: int, domain: str, facts: dict[str, Fact]
         if target is not None:
             raise c.fail(_join(where, "target_fact_id"),
                          "only recall turns have a target; to say which fact a statement is about use fact_id")
-    return Turn(number, role, content, is_recall, target, truth, query, mode, write, fact_id)  # type: ignore[arg-type]
+    value = _value(c, obj, where, content or "")
+    if value is not None and is_recall:
+        raise c.fail(_join(where, "value"), "a recall turn states no value (its accepted answers are ground_truth)")
+    if value is not None and fact_id is None:
+        raise c.fail(_join(where, "value"), "a statement's value needs the fact it is about: set fact_id")
+    return Turn(number, role, content, is_recall, target, truth, query, mode, write, fact_id, value)  # type: ignore[arg-type]
 
 
 def script_from_dict(data: Any, source: str = "<dict>") -> Script:
