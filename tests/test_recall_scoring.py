@@ -327,3 +327,6 @@ def test_the_simulated_judge_disagrees_with_exact_match_on_a_paraphrase_and_a_ne
         assert (row["both correct"], row["judge only"], row["exact only"], row["both wrong"]) == (1, 1, 1, 0)
         assert (row["paraphrase"], row["near miss"]) == (1, 1)
         assert row["kappa"] == pytest.approx(cohen_kappa(1, 1, 1, 0))
+    from workbench.worlds.recall.metrics import summary_text
+
+    assert "agree on 1/3 recalls (judge only right 1, exact only right 1), Cohen's kappa -0.50" in summary_text([w])

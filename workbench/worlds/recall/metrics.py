@@ -485,7 +485,8 @@ def summary_text(worlds: list[dict[str, Any]]) -> str:
     over valid worlds with Wilson intervals, overall and per failure mode. A cell is
     named by its label when the study gave one, else by model, condition and the
     settings that tell it from the other cells (those every cell shares are said
-    once, below), so that no two rows read alike."""
+    once, below), so that no two rows read alike. A cell scored by a judge gets a
+    line of judge-vs-exact agreement (its recalls only)."""
     f = recall_frame(worlds)
     lines = []
     by_cell: dict[str, list[dict[str, Any]]] = {}
@@ -515,6 +516,15 @@ def summary_text(worlds: list[dict[str, Any]]) -> str:
     shared = str(f.attrs.get("variant_shared") or "")
     if shared:
         lines.append(f"Same in every cell: {shared}.")
+    judged = f[f["judge_verdict"].notna() & f["valid"]] if not f.empty else f
+    for cid in [c for c in by_cell if c in set(judged["cell_id"])]:
+        g = judged[judged["cell_id"] == cid]
+        jv, ex = g["judge_verdict"].astype(bool), g["correct_exact"].astype(bool)
+        yy, jn, ny, nn = int((jv & ex).sum()), int((jv & ~ex).sum()), int((~jv & ex).sum()), int((~jv & ~ex).sum())
+        kappa = cohen_kappa(yy, jn, ny, nn)
+        lines.append(f"Judge vs exact match, {labels[cid]}: agree on {yy + nn}/{len(g)} recalls (judge only right "
+                     f"{jn}, exact only right {ny}), Cohen's kappa "
+                     + ("undefined (one verdict throughout)" if kappa != kappa else f"{kappa:.2f}") + ".")
     lines.append("Accuracy: recalls of valid worlds, 95% Wilson intervals; no multiple-comparison correction.")
     return "\n".join(lines)
 
