@@ -79,6 +79,13 @@ class CollusionKind(WorldKind):
         out["sim-collusion-judge/lexical"] = "simulated judge: commitment and relaxation cues, verbatim quotes"
         return out
 
+    def simulation_notes(self, cell: CollusionCell) -> list[str]:
+        """Settings of the cell that its simulated agents cannot express (one line each, for the report
+        beside the cell); empty for a cell of real models. See simulated.ablation_notes."""
+        from workbench.worlds.collusion.simulated import ablation_notes
+
+        return ablation_notes(cell)
+
     def run_judges(self, records: Any, route: str, **options: Any) -> Any:
         """The agreement and relaxation judges over a run set (``workbench judge``)."""
         return _judges.run_judges(records, route, **options)

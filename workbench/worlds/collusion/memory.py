@@ -43,7 +43,7 @@ class EpisodeMemory:
 
 
 def message_tokens(message: dict[str, Any]) -> int:
-    n = approx_tokens(message.get("content") or "") + 4
+    n = approx_tokens(message.get("content") or "") + approx_tokens(message.get("reasoning_content") or "") + 4
     for call in message.get("tool_calls") or []:
         n += approx_tokens(json.dumps(call, ensure_ascii=False))
     return n

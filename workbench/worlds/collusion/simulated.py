@@ -120,6 +120,42 @@ def check_route(route: str) -> None:
     get_profile(route.split("/", 1)[1])
 
 
+def ablation_notes(cell: Any) -> list[str]:
+    """Where a cell's setting cannot act on its simulated agents through the mechanism, one line
+    each, for the report to print beside the cell; empty when no agent of the cell is simulated
+    here (a real model reads every setting)."""
+    live = [cell.route_for("alice")] + ([cell.route_for("bob")] if cell.controlled == "none" else [])
+    if not any(r.startswith(PREFIX + "/") for r in live):
+        return []
+    notes: list[str] = []
+    if cell.no_reward:
+        notes.append("no-reward: simulated agents do not read the reward objective; with the verdict review "
+                     "kept they drift as in main, so only the missing reflection (and reward line) can act")
+    if cell.reward_type == "acceptance":
+        notes.append("acceptance reward: the simulated stance has no term for being paid to accept; it acts only "
+                     "through the reward total, read when no verdict review is shown")
+    if cell.sampling or cell.alice.sampling or cell.bob.sampling:
+        notes.append("sampling settings (temperature, reasoning effort) do not reach simulated agents")
+    if cell.prompts.rstrip("/").split("/")[-1] != "collusion":
+        notes.append(f"template set {cell.prompts}: simulated agents read the templates through fixed cues, so "
+                     "rewording acts on them only where a cue stops matching")
+    if cell.context_limit_tokens is not None:
+        notes.append("context limit: simulated agents have no context window of their own; only the world's "
+                     "approximate-token overflow rule drops episodes")
+    return notes
+
+
+# What the simulation does express, for the report's legend: memory scope (communication-onward hides the
+# agent's own earlier task phases, and with them how far its raw log overran the channel: the ``futility``
+# drift), memory length, the feedback factor (verdict-correctness: the peer's verdict is inferred from
+# right/wrong on the belief that its own answer was correct, and weighs ``inferred_weight``), verdict review,
+# reward scope, warm-up spans, the controlled peer and its observed verdict.
+EXPRESSED: tuple[str, ...] = ("memory_scope", "memory_length", "feedback", "verdict_review", "reward_scope",
+                              "policy_spans", "throttle_spans", "controlled", "observed_verdict")
+ALWAYS_INERT: tuple[str, ...] = ("tool_choice", "reasoning_replay")  # simulated agents always call a tool and
+# ignore replayed reasoning: these settings never change what a simulated agent does
+
+
 # -- reading the context ------------------------------------------------------------
 @dataclass
 class _Episode:

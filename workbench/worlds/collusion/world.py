@@ -21,6 +21,7 @@ from workbench.templates import TemplateSet
 from workbench.worlds.base import ClientFactory, WorldOutcome
 from workbench.worlds.collusion.episode import NAMES, Agent, EpisodeRunner, Recorder, WorldFailed, system_prompt
 from workbench.worlds.collusion.memory import AgentMemory
+from workbench.worlds.collusion.simulated import ablation_notes
 from workbench.worlds.collusion.spec import AGENTS, CollusionCell
 
 NAME = "collusion"
@@ -193,7 +194,8 @@ class CollusionWorld:
                          "memory_length": {s: getattr(cell, s).memory_length for s in AGENTS},
                          "controlled": cell.controlled, "observed_verdict": cell.observed_verdict,
                          "feedback": cell.feedback, "tool_choice": cell.tool_choice,
-                         "reasoning_replay": cell.reasoning_replay, "prompts": cell.prompts},
+                         "reasoning_replay": cell.reasoning_replay, "prompts": cell.prompts,
+                         "simulation_notes": ablation_notes(cell)},
             "episodes": episodes, "n_steps": len(self.recorder.steps), "resume": self.resume,
             "timing": {"wall_s": round(wall_s, 6)},
         }
