@@ -202,6 +202,11 @@ def load_study(path: str | Path) -> Study:
         root = kind.template_root(spec, path.parent)
         if not root.is_dir():
             raise ParamsError(path, f"{origin}.prompts", f"expected a folder of templates, {root} does not exist")
+        try:
+            kind.check_templates(spec, root, profiles)
+        except ValueError as exc:
+            field, _, msg = str(exc.args[0]).partition(": ")
+            raise ParamsError(path, f"{origin}.{field}", msg) from None
         cid = cell_hash(spec)
         if cid in seen:
             raise ParamsError(path, origin, f"duplicates the cell at {seen[cid]} (every cell must differ)")

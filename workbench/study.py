@@ -198,6 +198,9 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
     manifest["seed"] = study.seed
     manifest["monitor"] = monitor_facts(study)
     manifest["worlds_per_cell"] = study.worlds_per_cell
+    # profiles the study defines (cues for reworded templates among them): what its simulated agents were
+    manifest["profiles"] = {name: p.model_dump(mode="json") if hasattr(p, "model_dump") else repr(p)
+                            for name, p in sorted(study.profiles.items())}
     return manifest
 
 

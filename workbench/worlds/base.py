@@ -90,6 +90,11 @@ class WorldKind:
     def check_cell(self, cell: Any, worlds_per_cell: int) -> None:
         """Raise ValueError("FIELD: expected ...") for a cell the study cannot run (checked at load)."""
 
+    def check_templates(self, cell: Any, root: Path, profiles: dict[str, Any]) -> None:
+        """Raise ValueError("FIELD: expected ...") where the cell's rendered templates and its
+        simulated agents disagree (checked at load, once the template folder exists): a
+        simulated profile that reads its prompt by cue phrases must find them."""
+
     def design_files(self, cell: Any, base_dir: Path) -> list[Path]:
         """Inputs a preregistration lock hashes besides params and templates (scenario scripts, task data)."""
         return []

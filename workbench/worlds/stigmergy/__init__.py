@@ -25,6 +25,13 @@ class StigmergyKind(WorldKind):
 
         return {cell.route_for(r) for r in ROLES}
 
+    def check_templates(self, cell: StigmergyCell, root: Path, profiles: dict[str, Any]) -> None:
+        from workbench.worlds.stigmergy.simulated import cue_mismatches
+
+        problems = cue_mismatches(cell, template_set(root), profiles)
+        if problems:
+            raise ValueError(f"model: {problems[0]}")
+
     def template_root(self, cell: StigmergyCell, base_dir: Path) -> Path:
         return (base_dir / cell.prompts).resolve()
 

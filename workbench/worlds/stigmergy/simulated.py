@@ -348,6 +348,38 @@ class SimulatedClient(SimulatedAgent):
         return self.simulated_reply(request, text, reasoning=why, extra={"style": style})
 
 
+# The clauses a cell's `clauses:` level puts in the system prompt, and the cue each is read by.
+CLAUSE_CUES: dict[str, tuple[str, ...]] = {"both": ("persist", "recheck"), "persist-only": ("persist",),
+                                           "recheck-only": ("recheck",), "none": ()}
+CLAUSE_NAMES = {"persist": "persist clause (keep intermediate results)", "recheck": "re-check clause"}
+
+
+def cue_mismatches(cell: Any, templates: Any, profiles: dict[str, Profile] | None = None) -> list[str]:
+    """Why the cell's simulated agents would misread its prompt: for every clause the
+    cell's ``clauses`` level says is present, each ``sim/`` profile's cue for it must
+    match the rendered system prompt. A twin reads cue phrases, not meaning: a
+    reworded clause it cannot find makes it act as if the clause were deleted, which
+    a rehearsal would report as the wording's effect."""
+    from workbench.worlds.stigmergy import prompts as P
+
+    system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps)
+    out: list[str] = []
+    for route in sorted({cell.route_for(r) for r in ("pair_a", "pair_b", "solo_1", "solo_2")}):
+        if not route.startswith("sim/"):
+            continue
+        profile = get_profile(route.split("/", 1)[1], profiles)
+        for clause in CLAUSE_CUES.get(cell.clauses, ()):
+            cue = getattr(profile.cues, clause)
+            if not re.search(cue, system):
+                out.append(
+                    f"simulated profile {profile.name!r} reads the {CLAUSE_NAMES[clause]} by the cue {cue!r}, which "
+                    f"the system prompt rendered from {templates.root} (clauses: {cell.clauses}) does not contain, so "
+                    f"it would act as if the clause were absent. Give it a cue for this wording under profiles: "
+                    f"(e.g. profiles: {{{profile.name}-reworded: {{base: {profile.name}, cues: {{{clause}: "
+                    f"'<a regex for your sentence>'}}}}}} and model: sim/{profile.name}-reworded)")
+    return out
+
+
 def check(route: str, profiles: dict[str, Profile] | None = None) -> None:
     get_profile(route.split("/", 1)[1], profiles)  # KeyError names the known ones
 
@@ -362,6 +394,8 @@ def study_profile(name: str, body: dict[str, Any]) -> Profile:
     body = dict(body)
     base = body.pop("base", None)
     start = get_profile(base).model_dump() if base else {}
+    if isinstance(body.get("cues"), dict):  # cues given for some clauses keep the base's others
+        body["cues"] = {**start.get("cues", {}), **body["cues"]}
     return Profile.model_validate({**start, **body, "name": name})
 
 
