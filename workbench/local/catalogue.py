@@ -23,10 +23,27 @@ class LocalModel(BaseModel):
     size: int = Field(gt=0, description="bytes of the joined file")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     agent: bool = Field(True, description="strong enough to act as an agent (not only a smoke test)")
-    threads: int = Field(2, ge=1, le=256)
+    threads: int = Field(2, ge=1, le=256, description="CPU threads that generate tokens")
+    threads_batch: int | None = Field(None, ge=1, le=256, description="CPU threads that process prompts "
+                                                                       "(none: as threads)")
     ctx: int = Field(4096, ge=256, le=131072, description="context per slot")
     slots: int = Field(4, ge=1, le=64, description="requests decoded in parallel (one per agent)")
-    max_tokens: int = Field(256, ge=1)
+    batch: int = Field(2048, ge=32, le=65536, description="prompt tokens per decode call (logical batch)")
+    ubatch: int = Field(512, ge=32, le=65536, description="prompt tokens per compute pass (physical batch)")
+    cache_ram_mib: int = Field(1024, ge=-1, description="memory for slot states kept across requests and "
+                                                        "restored by prefix (0: off, -1: no limit)")
+    max_tokens: int = Field(256, ge=1, description="output cap sent unless the cell's sampling sets one")
+
+
+SERVER_SETTINGS = ("threads", "threads_batch", "ctx", "slots", "batch", "ubatch", "cache_ram_mib")
+
+
+def server_settings(entry: LocalModel) -> dict[str, int]:
+    """What the server of ``entry`` is started with (see :mod:`workbench.local.serve`)."""
+    out = {k: getattr(entry, k) for k in SERVER_SETTINGS}
+    if out["threads_batch"] is None:
+        out["threads_batch"] = entry.threads
+    return out
 
 
 def catalogue_path() -> Path:

@@ -1,27 +1,43 @@
-"""Child process: serve one GGUF file on 127.0.0.1 until stdin closes or a signal."""
+"""Child process: serve one GGUF file on 127.0.0.1 until stdin closes or a signal.
+
+Run as ``python -m workbench.local.serve PATH PORT SETTINGS_JSON`` where the settings
+are :func:`workbench.local.catalogue.server_settings` of a catalogue entry."""
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
+from typing import Any
+
+
+def params(path: str, port: int, settings: dict[str, Any]) -> Any:
+    """xllamacpp's CommonParams for one model: every setting the catalogue tunes, and prompt caching on."""
+    import xllamacpp as x
+
+    p = x.CommonParams()
+    p.model.path = path
+    p.n_parallel = settings["slots"]
+    p.n_ctx = settings["ctx"] * settings["slots"]  # the context is shared out among the slots
+    p.cpuparams.n_threads = settings["threads"]  # generation
+    p.cpuparams_batch.n_threads = settings["threads_batch"]  # prompt processing
+    p.n_batch = settings["batch"]
+    p.n_ubatch = min(settings["batch"], settings["ubatch"])
+    p.port = port
+    p.hostnames = ["127.0.0.1"]
+    p.cache_prompt = True  # a slot keeps its conversation: each step processes only the new suffix
+    p.cache_ram_mib = settings["cache_ram_mib"]  # slot states kept in memory, restored by prefix (across worlds)
+    return p
 
 
 def main() -> None:
     import xllamacpp as x
 
-    path, port, threads, ctx, slots = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    p = x.CommonParams()
-    p.model.path = path
-    p.n_ctx = ctx * slots
-    p.cpuparams.n_threads = threads
-    p.cpuparams_batch.n_threads = threads
-    p.port = port
-    p.hostnames = ["127.0.0.1"]
-    p.n_parallel = slots
-    p.cache_prompt = True
-    server = x.Server(p)  # noqa: F841 - serves while referenced
+    path, port, settings = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    server = x.Server(params(path, port, settings))  # noqa: F841 - serves while referenced
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
+
     def _on_stdin_closed() -> None:  # the parent went away
         sys.stdin.read()
         done.set()

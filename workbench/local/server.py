@@ -4,6 +4,7 @@ prompt caching on. Started on first use by a study, stopped at its end."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import socket
 import subprocess
@@ -13,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from workbench.errors import SetupError
-from workbench.local.catalogue import LocalModel
+from workbench.local.catalogue import LocalModel, server_settings
 
 _SERVERS: dict[str, LocalServer] = {}
 
@@ -45,7 +46,7 @@ class LocalServer:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "workbench.local.serve", str(self.path), str(self.port),
-             str(self.entry.threads), str(self.entry.ctx), str(self.entry.slots)],
+             json.dumps(server_settings(self.entry))],
             stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=False)
         deadline = time.time() + timeout_s
         while time.time() < deadline:

@@ -1,0 +1,93 @@
+"""The local server's tuning (issue 17, part 4): the catalogue's settings reach the
+server process and xllamacpp's parameters as written. Speeds live in
+benchmarks/bench_local.py, never here."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from workbench.local import server as S
+from workbench.local.catalogue import (
+    SERVER_SETTINGS,
+    LocalModel,
+    LocalModelError,
+    load_local_catalogue,
+    server_settings,
+)
+
+
+def entry(**kw) -> LocalModel:
+    return LocalModel(name="m", packages=["p==1"], size=1, sha256="0" * 64, **kw)
+
+
+def test_prompt_threads_default_to_generation_threads():
+    assert server_settings(entry(threads=3))["threads_batch"] == 3
+    assert server_settings(entry(threads=1, threads_batch=2))["threads_batch"] == 2
+    assert set(server_settings(entry())) == set(SERVER_SETTINGS)
+
+
+def test_catalogue_entries_set_every_tuned_setting():
+    for m in load_local_catalogue().values():
+        s = server_settings(m)
+        assert s["slots"] >= 4, "one slot per agent of a world, so no agent waits for another's turn"
+        assert s["ctx"] >= 2048 and m.max_tokens <= 256
+        assert all(isinstance(v, int) for v in s.values())
+
+
+def test_a_bad_setting_is_refused_with_its_name(tmp_path):
+    bad = tmp_path / "cat.yaml"
+    bad.write_text("m: {packages: [p==1], size: 1, sha256: \"" + "0" * 64 + "\", threads_batch: 0}\n")
+    with pytest.raises(LocalModelError, match="threads_batch"):
+        load_local_catalogue(bad)
+
+
+def test_the_server_process_gets_the_catalogue_settings(tmp_path, monkeypatch):
+    pytest.importorskip("xllamacpp", reason="the [local] extra is installed by `make test`")
+    seen: list[list[str]] = []
+
+    class Exited:
+        returncode = 3
+
+        def __init__(self, argv, **kw):
+            seen.append(argv)
+
+        def poll(self):
+            return 3
+
+    monkeypatch.setattr(S.subprocess, "Popen", Exited)
+    e = entry(threads=1, threads_batch=2, slots=6, ctx=1024, batch=256, ubatch=128, cache_ram_mib=64)
+    with pytest.raises(S.ServerError, match="exited with 3"):
+        S.LocalServer("m", tmp_path / "m.gguf", e).start(timeout_s=5)
+    (argv,) = seen
+    assert argv[1:4] == ["-m", "workbench.local.serve", str(tmp_path / "m.gguf")]
+    assert json.loads(argv[-1]) == {"threads": 1, "threads_batch": 2, "slots": 6, "ctx": 1024, "batch": 256,
+                                    "ubatch": 128, "cache_ram_mib": 64}
+
+
+def test_xllamacpp_parameters_follow_the_settings():
+    pytest.importorskip("xllamacpp", reason="the [local] extra is installed by `make test`")
+    from workbench.local.serve import params
+
+    s = server_settings(entry(threads=1, threads_batch=2, slots=3, ctx=1024, batch=256, ubatch=512,
+                              cache_ram_mib=64))
+    p = params("/nowhere/m.gguf", 4321, s)
+    assert (p.n_parallel, p.n_ctx) == (3, 3 * 1024)  # each slot gets its ctx
+    assert (p.cpuparams.n_threads, p.cpuparams_batch.n_threads) == (1, 2)
+    assert (p.n_batch, p.n_ubatch) == (256, 256)  # the physical batch never exceeds the logical one
+    assert p.cache_prompt and p.cache_ram_mib == 64
+    assert (p.port, list(p.hostnames), p.model.path) == (4321, ["127.0.0.1"], "/nowhere/m.gguf")
+
+
+def test_serve_entry_point_reads_the_settings_json(tmp_path):
+    """The child's command line round-trips: what server.py writes is what serve.py reads."""
+    pytest.importorskip("xllamacpp", reason="the [local] extra is installed by `make test`")
+    code = ("import json,sys; from workbench.local import serve; "
+            "p = serve.params(sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])); "
+            "print(p.n_parallel, p.cpuparams.n_threads, p.cpuparams_batch.n_threads, p.n_ctx)")
+    s = server_settings(entry(threads=2, slots=4, ctx=2048))
+    out = subprocess.run([S.sys.executable, "-c", code, str(tmp_path / "x.gguf"), "1", json.dumps(s)],
+                         capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split() == ["4", "2", "2", str(4 * 2048)]
