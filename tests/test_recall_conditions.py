@@ -74,6 +74,12 @@ def test_without_stale_an_equal_authority_conflict_keeps_both_and_a_value_never_
     # No value on one side: nothing decides, nothing is removed.
     r2 = mem.add("Noted.", author_role="senior_lawyer", authority=1.0, turn=3, fact_id="F1")
     assert r2.removed == () and r2.conflicts == () and len(mem) == 3
+    # Without values, wording decides unless the caller says it never does.
+    for compare_wording, removed in ((True, 1), (False, 0)):
+        m = VectorMemory(TableEmbedder(PARAPHRASES), Weights(), invalidation=True, compare_wording=compare_wording)
+        m.add("Noted.", author_role="paralegal", authority=0.4, turn=1, fact_id="F1")
+        r3 = m.add("The brief is due July 29, 2026.", author_role="senior_lawyer", authority=1.0, turn=2, fact_id="F1")
+        assert len(r3.removed) == removed
 
 
 # -- baseline: the conversation in context ------------------------------------------------------

@@ -32,7 +32,9 @@ and never defines conflict, so this is our definition:
   about the same fact CONFLICT when both have values and the values differ, or neither
   has a value and the texts differ. They AGREE when they say the same (so two
   paraphrases stating the same value agree). An entry with a value and one without
-  neither conflict nor agree: nothing decides between them, both are kept.
+  neither conflict nor agree: nothing decides between them, both are kept. With
+  ``compare_wording=False`` wording never decides: two entries without a value
+  conflict with nothing (they agree only when their normalised texts are equal).
 - when a new entry arrives, it is compared with every live entry. If any conflicting live
   entry has strictly higher authority, the newcomer is refused: it is not stored
   (``AddResult.entry`` is None, ``AddResult.refused_by`` names the winner: the highest
@@ -183,7 +185,8 @@ class VectorMemory:
     """An in-process vector memory; see the module docstring for the score and invalidation rule."""
 
     def __init__(self, embedder: Embedder, weights: Weights, *, invalidation: bool = False,
-                 conflict_similarity: float = 0.8, invalidate_stale: bool = False) -> None:
+                 conflict_similarity: float = 0.8, invalidate_stale: bool = False,
+                 compare_wording: bool = True) -> None:
         if not isinstance(weights, Weights):
             raise TypeError(f"weights must be a Weights, got {type(weights).__name__}")
         threshold = _number(conflict_similarity, "conflict_similarity")
@@ -193,6 +196,7 @@ class VectorMemory:
         self.weights = weights
         self.invalidation = bool(invalidation)
         self.invalidate_stale = bool(invalidate_stale)
+        self.compare_wording = bool(compare_wording)
         self.conflict_similarity = threshold
         # Live entries and, parallel to them, columns for vectorised scoring: the embedding
         # matrix grows by doubling (rows [0, len) are live), so adding is amortised O(dim).
@@ -307,8 +311,8 @@ class VectorMemory:
             other = self._says(self._entries[i].value, self._norm_texts[i])
             if other == says:
                 agreeing.append(i)
-            elif other[0] == says[0]:  # a value and a wording are never compared
-                conflicting.append(i)
+            elif other[0] == says[0] and (says[0] == "value" or self.compare_wording):
+                conflicting.append(i)  # a value and a wording are never compared
         return conflicting, agreeing
 
     def _conflicts(self, fields: dict[str, Any], vector: np.ndarray) -> list[int]:

@@ -138,10 +138,12 @@ def _names(text: str) -> set[str]:
     """Name-like words: capitalised words that do not merely start a sentence (one that
     starts a sentence counts when the next word is capitalised too: "Dana Whitfield")."""
     out = {t for t in value_tokens(text) if not any(c.isdigit() for c in t) and t not in _MONTHS}
-    toks = [x.strip(".,;:!?()[]\"'") for x in re.findall(r"\S+", text)]
+    raw = re.findall(r"\S+", text)
+    toks = [x.strip(".,;:!?()[]\"'") for x in raw]
     for i, w in enumerate(toks[:-1]):
         nxt = toks[i + 1]
-        if w[:1].isupper() and nxt[:1].isupper() and w.lower() not in _STOP and w.isalpha():
+        if (w[:1].isupper() and w.isalpha() and w.lower() not in _STOP and raw[i] == w  # no comma: "Understood, I"
+                and nxt[:1].isupper() and nxt.isalpha() and len(nxt) > 1 and nxt.lower() not in _STOP):
             out.add(w.lower())
     return out
 

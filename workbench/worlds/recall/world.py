@@ -239,7 +239,8 @@ class RecallWorld:
             self.memory = VectorMemory(embedder(cell.embedder), Weights(*cell.weights()),
                                        invalidation=cell.uses_invalidation(),
                                        conflict_similarity=cell.conflict_similarity,
-                                       invalidate_stale=cell.invalidate_stale)
+                                       invalidate_stale=cell.invalidate_stale,
+                                       compare_wording=False)  # values decide conflicts, never wording
         self.value_judge: ModelClient | None = None
         if cell.memory and cell.values == "judge":
             self.value_judge = client_factory(cell.judge, VALUE_SLOT, derive_seed(seed, "values", cell.judge), {})
