@@ -1,7 +1,8 @@
 """``python -m tests.collusion_kill STUDY OUT``: ``workbench run STUDY --out OUT`` with one more
 route family, ``sim-hang/PROFILE``: the collusion world's simulated profile, which, when
 ``COLLUSION_HANG_EPISODE=N`` is set, writes ``COLLUSION_HANG_MARKER`` and sleeps at its first
-call of episode N, so a test can kill -9 the process mid-episode. Without the variable it is
+call of episode N whose last message starts with ``COLLUSION_HANG_AT`` (default: at its first
+call of the episode), so a test can kill -9 the process mid-episode. Without the variable it is
 the simulated profile itself (same replies, same random stream)."""
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ class HangingSimClient(CollusionSimClient):
         hang = os.environ.get("COLLUSION_HANG_EPISODE")
         if hang:
             tag = f"=== Episode {int(hang)} of "
-            if any(m.get("role") == "user" and (m.get("content") or "").startswith(tag) for m in request.messages):
+            at = os.environ.get("COLLUSION_HANG_AT", "")
+            last = request.messages[-1].get("content") or "" if request.messages else ""
+            if last.startswith(at) and any(m.get("role") == "user" and (m.get("content") or "").startswith(tag)
+                                           for m in request.messages):
                 Path(os.environ["COLLUSION_HANG_MARKER"]).write_text("in episode " + hang)
                 time.sleep(600)
         return await super().complete(request)

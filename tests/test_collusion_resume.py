@@ -135,7 +135,8 @@ def test_kill_9_in_episode_6_and_resume_reproduce_the_uninterrupted_trajectory(t
     cut = tmp_path / "cut"
     marker = tmp_path / "in-episode-6"
     proc = subprocess.Popen([*cmd, str(cut)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**env, "COLLUSION_HANG_EPISODE": "6", "COLLUSION_HANG_MARKER": str(marker)})
+                            env={**env, "COLLUSION_HANG_EPISODE": "6", "COLLUSION_HANG_MARKER": str(marker),
+                                 "COLLUSION_HANG_AT": "Round 3 of"})  # mid-episode: its communication phase
     try:
         deadline = time.monotonic() + 240
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -147,6 +148,7 @@ def test_kill_9_in_episode_6_and_resume_reproduce_the_uninterrupted_trajectory(t
         if proc.poll() is None:
             proc.kill()
     assert not (cut / "worlds.jsonl").exists() or not (cut / "worlds.jsonl").read_text().strip()
+    assert marker.read_text() == "in episode 6"
     [ck] = list((cut / "checkpoints").glob("*.collusion.jsonl"))
     assert [json.loads(x).get("episode") for x in ck.read_text().splitlines()[1:]] == [1, 2, 3, 4, 5]
 
