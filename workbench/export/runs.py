@@ -5,7 +5,7 @@
 DIR and reads, from records only:
 
 - ``study``, ``kind`` and ``cells`` (the manifest's cells);
-- ``planned`` (the latest invocation's plan), ``finished`` (latest world records
+- ``planned`` (the design: worlds per cell times cells), ``finished`` (latest world records
   without a failure), ``failed`` (latest world records that record one: they are
   run again on resume) and ``cut`` (worlds stopped by the study budget);
 - ``agents``: ``simulated`` when no agent of any world was a real model,
@@ -115,12 +115,14 @@ def run_row(run: Path, root: Path) -> RunRow:
     else:
         sims = [is_simulated_route(str((c.get("spec") or {}).get("model") or "")) for c in cells.values()]
     agents = "simulated" if sims and all(sims) else "real" if sims and not any(sims) else "mixed" if sims else "?"
-    # planned: the latest invocation of each part (a batch plans per cell)
-    planned_parts = []
+    # planned: the design (worlds per cell x cells) of each part, else what its latest invocation planned
+    planned_parts: list[int | None] = []
     for m in manifests:
         mr = [r for r in m.get("runs") or [] if isinstance(r, dict)]
-        planned_parts.append(mr[-1].get("planned") if mr else None)
-    planned = sum(int(p) for p in planned_parts if isinstance(p, int)) if any(isinstance(p, int) for p in planned_parts) else None
+        wpc = m.get("worlds_per_cell")
+        planned_parts.append(int(wpc) * len(m.get("cells") or {}) if isinstance(wpc, int) and m.get("cells")
+                             else mr[-1].get("planned") if mr else None)
+    planned = sum(p for p in planned_parts if isinstance(p, int)) if any(isinstance(p, int) for p in planned_parts) else None
     failed = sum(1 for w in worlds if w.get("failed"))
     try:
         path = str(run.relative_to(root)) or "."
