@@ -221,6 +221,13 @@ def test_rule_values_agree_across_wordings_and_take_the_corrected_value() -> Non
     assert rule_value("Noted.") is None and rule_value("") is None
     assert judged_value("July 22, 2026") == "date:2026-07-22" and judged_value("NONE") is None
     assert judged_value("date:2026-07-22") == "date:2026-07-22"
+    # a script's declared value compares with the rule's value of a reply that states it
+    from workbench.worlds.recall.values import statement_value
+
+    assert statement_value("July 22, 2026", "Court order: the brief is due July 22, 2026.") == \
+        ("date:2026-07-22", "script")
+    assert statement_value("Dana Whitfield", "x")[0] == rule_value("Dana Whitfield remains our contact.")
+    assert statement_value(None, "Noted.") == (None, None)
 
 
 def test_values_by_judge_go_through_the_model_interface(tmp_path: Path) -> None:

@@ -148,24 +148,32 @@ def _names(text: str) -> set[str]:
     return out
 
 
-def judged_value(reply: str | None) -> str | None:
-    """A judge's answer to "what value does this statement give?", in canonical form:
-    the rule's value of the answer, else its words; None for NONE or an empty answer."""
-    if reply is None or not reply.strip() or _NONE.match(reply.strip()):
+def canonical_value(phrase: str | None) -> str | None:
+    """A value phrase ("July 22, 2026", "$1.2 million", "Dana Whitfield") in the canonical
+    form the rule gives, so that a declared value, a judged one and a ruled one compare."""
+    if phrase is None or not phrase.strip():
         return None
-    answer = reply.strip().splitlines()[0].strip()
-    if _CANONICAL.match(answer):  # already canonical (the simulated judge answers so)
-        return answer
-    found = rule_value(answer)
+    phrase = phrase.strip()
+    if _CANONICAL.match(phrase):  # already canonical (the simulated judge answers so)
+        return phrase
+    found = rule_value(phrase)
     if found is not None:
         return found
-    words = " ".join(re.findall(r"[\w'-]+", answer.casefold()))
+    words = " ".join(re.findall(r"[\w'-]+", phrase.casefold()))
     return f"name:{words}" if words else None
 
 
+def judged_value(reply: str | None) -> str | None:
+    """A judge's answer to "what value does this statement give?", in canonical form
+    (:func:`canonical_value` of its first line); None for NONE or an empty answer."""
+    if reply is None or not reply.strip() or _NONE.match(reply.strip()):
+        return None
+    return canonical_value(reply.strip().splitlines()[0])
+
+
 def statement_value(declared: str | None, text: str | None) -> tuple[str | None, str | None]:
-    """(value, value_source): the script's declared value when it has one, else the rule's."""
+    """(value, value_source): the script's declared value (canonical) when it has one, else the rule's."""
     if declared:
-        return str(declared), "script"
+        return canonical_value(str(declared)), "script"
     v = rule_value(text)
     return (v, "rule") if v is not None else (None, None)
