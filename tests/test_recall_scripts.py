@@ -13,7 +13,7 @@ import pytest
 
 from workbench.inputs import InputFileError
 from workbench.worlds.recall.domains import DOMAINS, ROLE_BRIEFS, role_authority
-from workbench.worlds.recall.generator import generate_all_scripts, generate_script
+from workbench.worlds.recall.generator import TOPICS, generate_all_scripts, generate_script
 from workbench.worlds.recall.scripts import (
     FAILURE_MODES,
     Script,
@@ -412,7 +412,15 @@ def test_generate_all_scripts(tmp_path: Path) -> None:
     assert len(paths) == 9 and all(p.parent.parent == tmp_path / "a" for p in paths)
     scripts = load_scripts(tmp_path / "a")
     assert Counter(s.domain for s in scripts) == {d: 3 for d in DOMAINS}
-    assert Counter(r.failure_mode for s in scripts for r in s.recalls()) == {m: 9 for m in FAILURE_MODES}
+    assert Counter(r.failure_mode for s in scripts for r in s.recalls()) == {m: 18 for m in FAILURE_MODES}
+    for s in scripts:  # several recalls per failure mode, distractor facts, values
+        assert Counter(r.failure_mode for r in s.recalls()) == {m: 2 for m in FAILURE_MODES}, s.script_id
+        targets = {r.target_fact_id for r in s.recalls()}
+        assert len(targets) == 6 and len([f for f in s.initial_facts if f.id not in targets]) == 2, s.script_id
+        assert all(f.value for f in s.initial_facts)
+        assert all(t.value for t in s.turns if t.fact_id and not t.is_recall)
+    one = load_scripts(generate_all_scripts(tmp_path / "one", scripts_per_domain=1, seed=5, recalls_per_mode=1)[0])
+    assert Counter(r.failure_mode for r in one[0].recalls()) == {m: 1 for m in FAILURE_MODES}
     again = generate_all_scripts(tmp_path / "b", scripts_per_domain=3, seed=5)
     assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in again]
     other = generate_all_scripts(tmp_path / "c", scripts_per_domain=3, seed=6)
@@ -518,3 +526,35 @@ def test_generated_scripts_show_the_same_retrieval_contrast(tmp_path: Path) -> N
     assert sum(not right(sid, t, h[0]) for sid, t, h in anchored) >= 0.8 * len(anchored)
     fixed = collapse_rankings(scripts, (1.0, 0.4, 0.3), "memory_anchoring", invalidation=True)
     assert sum(right(sid, t, h[0]) for sid, t, h in fixed) >= 0.8 * len(fixed)
+
+
+def test_the_generator_is_reachable_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from workbench.cli import main
+
+    assert main(["recall", "generate", "--per-domain", "2", "--seed", "9", "--out", str(tmp_path / "cli")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert len(printed) == 6 and all(Path(p).is_file() for p in printed)
+    direct = generate_all_scripts(tmp_path / "direct", scripts_per_domain=2, seed=9)
+    assert [Path(p).read_bytes() for p in printed] == [p.read_bytes() for p in direct]
+    scripts = load_scripts(tmp_path / "cli")
+    assert Counter(s.domain for s in scripts) == {d: 2 for d in DOMAINS}
+    assert main(["recall", "generate", "--per-domain", "0", "--seed", "9", "--out", str(tmp_path / "x")]) == 2
+    assert "--per-domain must be at least 1" in capsys.readouterr().err
+
+
+def test_generated_scripts_vary_their_wording() -> None:
+    """Several templates per statement kind: across a set, the same kind of statement is
+    worded in more than one way (values and subjects taken out)."""
+    shapes: dict[str, set[str]] = {}
+    for seed in range(6):
+        data = generate_script("finance", list(FAILURE_MODES) * 2, seed)
+        subjects = sorted((t.subject for t in TOPICS["finance"]), key=len, reverse=True)
+        for t in data["turns"]:
+            text = t["content"] if not t["is_recall"] else t["recall_query"]
+            for subj in subjects:
+                text = text.replace(subj, "S")
+            if t.get("value"):
+                text = text.replace(t["value"], "V")
+            kind = t["failure_mode"] or ("statement" if t["fact_id"] else "other")
+            shapes.setdefault(kind, set()).add(text if t["is_recall"] or t["fact_id"] else "")
+    assert len(shapes["statement"]) >= 10 and all(len(shapes[m]) >= 3 for m in FAILURE_MODES), shapes

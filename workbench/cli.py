@@ -515,6 +515,22 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_recall(args: argparse.Namespace) -> int:
+    """`workbench recall generate`: the recall kind's seeded script generator (reached through
+    the kind registry: the command line knows no world kind's module)."""
+    from workbench.worlds import get_kind
+
+    if args.per_domain < 1:
+        raise ValueError(f"--per-domain must be at least 1 (got {args.per_domain})")
+    recall: Any = get_kind("recall")
+    paths = recall.generate_scripts(Path(args.out), args.per_domain, args.seed, recalls_per_mode=args.recalls_per_mode)
+    for path in paths:
+        print(path)
+    print(f"{len(paths)} scripts in {args.out} (seed {args.seed}); run them with `scripts: {args.out}` in a recall cell",
+          file=sys.stderr)
+    return 0
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from workbench.worlds import get_kind, kind_names
 
@@ -663,6 +679,8 @@ EXAMPLES = {
     "models list": "workbench models list",
     "models fetch": "workbench models fetch qwen2.5-coder-0.5b",
     "profiles": "workbench profiles",
+    "recall": "workbench recall generate --per-domain 10 --seed 7 --out outputs/recall-scripts",
+    "recall generate": "workbench recall generate --per-domain 10 --seed 7 --out outputs/recall-scripts",
     "export": "workbench export inspect outputs/demo --out outputs/demo/inspect",
     "export inspect": "workbench export inspect outputs/demo --out outputs/demo/inspect",
     "runs": "workbench runs outputs",
@@ -813,6 +831,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_models)
     p = _subparser(sub, "profiles", help="list the simulated profiles")
     p.set_defaults(func=_cmd_profiles)
+    p = _subparser(sub, "recall", help="recall world tools: generate seeded scenario scripts")
+    rsub = p.add_subparsers(dest="recall_command", required=True)
+    q = _subparser(rsub, "generate", "recall", help="write seeded scenario scripts for every domain (validated)")
+    q.add_argument("--per-domain", type=int, required=True, help="scripts per domain (legal, medical, finance)")
+    q.add_argument("--seed", type=int, required=True, help="the same seed writes the same scripts")
+    q.add_argument("--out", required=True, help="folder (OUT/DOMAIN/*.json)")
+    q.add_argument("--recalls-per-mode", type=int, default=2, choices=[1, 2],
+                   help="recalls of each failure mode per script, each about its own fact (default 2)")
+    p.set_defaults(func=_cmd_recall)
     p = _subparser(sub, "export", help="write a run set in another tool's format (inspect: Inspect eval logs)")
     esub = p.add_subparsers(dest="export_command", required=True)
     q = _subparser(esub, "inspect", "export", help="one Inspect eval log per cell, a sample per world (needs the [inspect] extra)")

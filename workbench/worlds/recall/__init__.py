@@ -77,6 +77,13 @@ class RecallKind(WorldKind):
 
         describe_world(records.world(world_id), records.steps.get(world_id, []), out, full=full)
 
+    def generate_scripts(self, out: Path, per_domain: int, seed: int, recalls_per_mode: int = 2) -> list[Path]:
+        """Seeded scenario scripts, ``per_domain`` for each domain, under ``out/DOMAIN/``
+        (``workbench recall generate``); each is validated by the loader before it is kept."""
+        from workbench.worlds.recall.generator import generate_all_scripts
+
+        return generate_all_scripts(out, per_domain, seed, recalls_per_mode=recalls_per_mode)
+
     def simulated_profiles(self) -> dict[str, str]:
         from workbench.worlds.recall.simulated import PROFILES
 

@@ -79,15 +79,22 @@ def _clock(rng: Random) -> tuple[str, list[str]]:
     return v, [v]
 
 
+def _ratio(lo: int, hi: int) -> Callable[[Random], tuple[str, list[str]]]:
+    def make(rng: Random) -> tuple[str, list[str]]:
+        v = f"{rng.randint(lo, hi) / 10:.1f} times"
+        return v, [v]
+    return make
+
+
 @dataclass(frozen=True)
 class Topic:
     """A fact that can be asked about: ``subject`` reads after "the"; ``source`` names
-    the record that states it."""
+    the record that states it. The subjects of one domain are written so that most
+    pairs share no content word (see :func:`_disjoint_topics`)."""
 
     subject: str
     source: str
     value: Callable[[Random], tuple[str, list[str]]]
-    question: str = "What is the {subject}?"
 
 
 TOPICS: dict[str, list[Topic]] = {
@@ -98,41 +105,96 @@ TOPICS: dict[str, list[Topic]] = {
         Topic("earnest money deposit for the property", "Purchase agreement", _money(50_000, 250_000, 10_000)),
         Topic("cap on the indemnity", "Signed agreement", _money(500_000, 3_000_000, 50_000)),
         Topic("exclusivity period in the term sheet", "Term sheet", _unit(6, 37, 3, "months")),
-        Topic("hearing date for the summary judgment motion", "Scheduling order", _date),
+        Topic("hearing for the summary judgment motion", "Scheduling order", _date),
         Topic("number of documents in the production", "Vendor report", _count(2_000, 60_000, 500)),
+        Topic("retainer paid by the client", "Engagement letter", _money(10_000, 90_000, 2_500)),
+        Topic("liquidated damages per day of delay", "Construction contract", _money(1_000, 20_000, 500)),
+        Topic("statute of limitations cutoff", "Limitation memo", _date),
+        Topic("hourly rate of the expert witness", "Expert's engagement terms", _money(250, 1_500, 25)),
+        Topic("word limit of the opening memorandum", "Practice direction", _count(3_000, 15_000, 500)),
+        Topic("deposition of the plant manager", "Notice of deposition", _date),
     ],
     "medical": [
         Topic("enoxaparin dose", "Attending order", _unit(20, 121, 20, "mg")),
-        Topic("furosemide dose", "Attending order", _unit(20, 81, 20, "mg")),
+        Topic("furosemide injection", "Attending order", _unit(20, 81, 20, "mg")),
         Topic("time of the abdominal CT scan", "Radiology booking", _clock),
         Topic("intravenous fluid rate", "Attending order", _unit(30, 151, 5, "mL per hour")),
         Topic("planned discharge date", "Care plan", _date),
-        Topic("gentamicin dose", "Attending order", _unit(160, 481, 40, "mg")),
-        Topic("start time of the oral rehydration trial", "Care plan", _clock),
-        Topic("insulin glargine dose at bedtime", "Attending order", _unit(10, 41, 2, "units")),
+        Topic("gentamicin infusion", "Attending order", _unit(160, 481, 40, "mg")),
+        Topic("start of the oral rehydration trial", "Care plan", _clock),
+        Topic("insulin glargine units at bedtime", "Attending order", _unit(10, 41, 2, "units")),
+        Topic("potassium chloride supplement", "Attending order", _unit(10, 81, 10, "mmol")),
+        Topic("oxygen flow", "Respiratory plan", _unit(1, 7, 1, "litres per minute")),
+        Topic("paracetamol ceiling", "Pharmacy note", _unit(1_000, 4_001, 500, "mg per day")),
+        Topic("vancomycin trough goal", "Pharmacy note", _unit(10, 21, 1, "mg/L")),
+        Topic("morning blood draw", "Phlebotomy list", _clock),
+        Topic("follow-up clinic appointment", "Discharge letter", _date),
     ],
     "finance": [
         Topic("single-stock weight limit for the fund", "Investment committee rule", _percent(4, 12, " of NAV")),
-        Topic("duration target for the portfolio", "Mandate", _unit(3, 10, 1, "years")),
+        Topic("portfolio duration", "Mandate", _unit(3, 10, 1, "years")),
         Topic("date of the quarterly rebalance", "Calendar", _date),
-        Topic("one-day Value-at-Risk limit", "Risk limits sheet", _millions),
+        Topic("one-day Value-at-Risk ceiling", "Risk limits sheet", _millions),
         Topic("hedge ratio for the USD exposure", "Board policy", _percent(40, 95)),
-        Topic("offer price per share for the target company", "Merger agreement", _money(20, 120, 1)),
-        Topic("next interest payment date", "Credit agreement", _date),
-        Topic("target cash buffer for the fund", "Liquidity policy", _percent(1, 9, " of NAV")),
+        Topic("offer price per share for the acquisition", "Merger agreement", _money(20, 120, 1)),
+        Topic("next coupon payment", "Credit agreement", _date),
+        Topic("cash buffer", "Liquidity policy", _percent(1, 9, " of NAV")),
+        Topic("leverage cap", "Prospectus", _ratio(11, 40)),
+        Topic("broker commission", "Execution agreement", _unit(2, 15, 1, "basis points")),
+        Topic("management fee", "Fund terms", _unit(40, 150, 5, "basis points")),
+        Topic("redemption notice period", "Offering memorandum", _unit(5, 91, 5, "days")),
+        Topic("bond allocation", "Strategic asset allocation", _percent(20, 70)),
+        Topic("FX settlement cut-off", "Operations manual", _clock),
     ],
 }
 
+# Templates. Each statement kind has several wordings, drawn per script; every wording
+# keeps "the {subject}" so that retrieval finds it, and none uses a word of the recall
+# questions (remind, confirm, exactly, right), so a recaller's own statement about
+# another fact never looks relevant to its question. Authority collapse and anchoring
+# writes echo the question ("the {subject} is"); corrections and updates are worded apart.
+T: dict[str, list[str]] = {
+    "fact": ["{source}: the {subject} is {v}.", "{source}: the {subject} is set at {v}.",
+             "Per the {source_l}, the {subject} is {v}.", "{source} fixes the {subject} at {v}."],
+    "collapse_wrong": ["Note for the team: the {subject} is {v}.", "Heads up, everyone: the {subject} is {v}.",
+                       "Saving this for all of us: the {subject} is {v}.", "For the shared notes, the {subject} is {v}."],
+    "belief_own": ["I am planning around the {subject} being {v}.", "My working assumption is that the {subject} is {v}.",
+                   "I have put the {subject} down as {v} in my plan.", "I am organising my tasks on the basis that the {subject} is {v}."],
+    "belief_update": ["Update: the {subject} has changed and is now {v}.", "Revised today: the {subject} becomes {v}.",
+                      "A change has come through: the {subject} moves to {v}.", "Superseding the earlier entry, the {subject} is now {v}."],
+    "anchor_fact": ["Early note, to be confirmed: the {subject} is {v}.", "Provisional entry: the {subject} is {v}.",
+                    "First draft of the file, unverified: the {subject} is {v}."],
+    "anchor_repeat": ["The {subject} is {v}.", "Noting for everyone: the {subject} is {v}.",
+                      "As I understand it, the {subject} is {v}.", "Same from my side: the {subject} is {v}.",
+                      "From my notes, the {subject} is {v}."],
+    "anchor_correction": ["Correction after checking the originals: the {subject} should now read {v}.",
+                          "I went back to the source documents; the figure to use for the {subject} is {v}.",
+                          "Having verified it against the originals, we must use {v} for the {subject}."],
+    "distractor": ["For completeness, the {subject} stays at {v}.", "No change to the {subject}: it is still {v}.",
+                   "Unrelated, but the {subject} remains {v}."],
+    "question": ["What is the {subject}?", "What is the {subject} right now?", "Remind me: what is the {subject}?",
+                 "Can you confirm the {subject}?", "What exactly is the {subject}?"],
+}
+
 _LEAD_INS = ["Quick check before I go on.", "I need this for my notes.", "Someone is asking me now.",
-             "Before I sign off.", "For the record."]
+             "Before I sign off.", "For the record.", "One thing before the next step.", "I am updating my list."]
 _DISTRACTORS: dict[str, list[str]] = {
     "legal": ["The client wants a short status email every Friday.", "The exhibit binder is nearly complete.",
-              "The conference room is booked for the team meeting.", "External experts have sent their invoices."],
+              "The conference room is booked for the team meeting.", "External experts have sent their invoices.",
+              "The court's e-filing portal was slow this morning.", "The bundle index needs a final proofread."],
     "medical": ["The patient slept well overnight.", "Physiotherapy will visit this afternoon.",
-                "The family asked about visiting hours.", "Observations have been stable since the morning."],
+                "The family asked about visiting hours.", "Observations have been stable since the morning.",
+                "The ward round is running late.", "The patient asked for a vegetarian meal."],
     "finance": ["Markets opened quietly this morning.", "The client report template has a new page.",
-                "Operations confirmed yesterday's settlements.", "The auditors will visit next month."],
+                "Operations confirmed yesterday's settlements.", "The auditors will visit next month.",
+                "The trading floor had a fire drill.", "The quarterly letter goes out after review."],
 }
+
+
+def _fill(rng: Random, kind: str, topic: Topic, value: str) -> str:
+    text = rng.choice(T[kind]).format(subject=topic.subject, v=value, source=topic.source,
+                                      source_l=topic.source[0].lower() + topic.source[1:])
+    return text[0].upper() + text[1:]
 
 
 def _squash(s: str) -> str:
@@ -164,10 +226,14 @@ def _disjoint_topics(rng: Random, domain: str, n: int) -> list[Topic]:
     """``n`` topics whose subjects share no word, so that an agent's statement about
     one fact never looks relevant to a question about another."""
     for _ in range(1000):
-        picked = rng.sample(TOPICS[domain], n)
+        picked: list[Topic] = []
         seen: set[str] = set()
-        if all(not (_subject_words(t) & seen) and not seen.update(_subject_words(t)) for t in picked):  # type: ignore[func-returns-value]
-            return picked
+        for t in rng.sample(TOPICS[domain], len(TOPICS[domain])):
+            if not (_subject_words(t) & seen):
+                picked.append(t)
+                seen |= _subject_words(t)
+                if len(picked) == n:
+                    return picked
     raise RuntimeError(f"no {n} topics with disjoint subjects in {domain!r}")  # pragma: no cover
 
 
@@ -184,94 +250,102 @@ def _pick(rng: Random, roles: Sequence[str], avoid: set[str]) -> str:
 
 # ---------------------------------------------------------------- one script
 
-def generate_script(domain: str, failure_modes: Sequence[str], seed: int, script_id: str | None = None) -> dict[str, Any]:
+def generate_script(domain: str, failure_modes: Sequence[str], seed: int, script_id: str | None = None,
+                    distractors: int = 2) -> dict[str, Any]:
     """One scenario script (a dict in the JSON schema) with one recall per entry of
-    ``failure_modes`` (2 to 4 entries), each about its own fact, plus distractors."""
+    ``failure_modes`` (1 to 8 entries; a mode may repeat), each about its own fact, plus
+    ``distractors`` facts nobody is asked about (the first is also discussed in a turn)
+    and filler turns. Facts and statements carry their ``value``."""
     if domain not in DOMAINS:
         raise ValueError(f"unknown domain {domain!r}; known domains: {', '.join(DOMAINS)}")
     modes = list(failure_modes)
     bad = [m for m in modes if m not in FAILURE_MODES]
     if bad:
         raise ValueError(f"unknown failure mode(s) {bad}; expected some of: {', '.join(FAILURE_MODES)}")
-    if not 1 <= len(modes) <= 4:
-        raise ValueError(f"expected 1 to 4 failure modes (one recall each), got {len(modes)}")
-    rng = rng_for("recall-script", domain, ",".join(modes), seed)
+    if not 1 <= len(modes) <= 8:
+        raise ValueError(f"expected 1 to 8 failure modes (one recall each), got {len(modes)}")
+    if not 1 <= distractors <= 3:
+        raise ValueError(f"expected 1 to 3 distractor facts, got {distractors}")
+    rng = rng_for("recall-script", domain, ",".join(modes), seed, distractors)
     auth = DOMAINS[domain]
     ranked = _by_authority(domain)
     top = ranked[-1]
-    topics = _disjoint_topics(rng, domain, len(modes) + 1)
+    topics = _disjoint_topics(rng, domain, len(modes) + distractors)
     facts: list[dict[str, Any]] = []
     early: list[dict[str, Any]] = []
     middle: list[dict[str, Any]] = []
     late: list[dict[str, Any]] = []
     recalls: list[dict[str, Any]] = []
     involved: dict[str, set[str]] = {}  # fact id -> roles that spoke about it
-    recallers: set[str] = set()
+    recallers: list[str] = []  # in order; a role recalls a second time only when every role has recalled
 
-    def statement(role: str, content: str, fid: str | None, write: bool) -> dict[str, Any]:
+    def statement(role: str, content: str, fid: str | None, write: bool, value: str | None = None) -> dict[str, Any]:
         if fid:
             involved.setdefault(fid, set()).add(role)
-        return {"role": role, "content": content, "is_recall": False, "target_fact_id": None, "ground_truth": [],
-                "recall_query": None, "failure_mode": "", "write_to_memory": write, "fact_id": fid}
+        out = {"role": role, "content": content, "is_recall": False, "target_fact_id": None, "ground_truth": [],
+               "recall_query": None, "failure_mode": "", "write_to_memory": write, "fact_id": fid}
+        if value is not None:
+            out["value"] = value
+        return out
+
+    def fact(fid: str, text: str, tier: str, level: float, value: str) -> dict[str, Any]:
+        return {"id": fid, "text": text, "tier": tier, "authority_level": level, "value": value}
+
+    def least_used(roles: Sequence[str]) -> str:
+        uses = {r: recallers.count(r) for r in roles}
+        fewest = min(uses.values())
+        return rng.choice([r for r in roles if uses[r] == fewest])
 
     for i, (mode, topic) in enumerate(zip(modes, topics)):
         fid = f"F{i + 1}"
-        question = topic.question.format(subject=topic.subject)
-        subject = topic.subject
+        question = rng.choice(T["question"]).format(subject=topic.subject)
         if mode == "authority_collapse":
             (right, accepted), (wrong, _) = _values(topic, rng, 2)
-            facts.append({"id": fid, "text": f"{topic.source}: the {subject} is set at {right}.", "tier": "structural",
-                          "authority_level": 1.0})
-            low = _pick(rng, [r for r in ranked if auth[r] <= 0.6], set())
-            late.append(statement(low, f"Note for the team: the {subject} is {wrong}.", fid, True))
-            truth = accepted
+            facts.append(fact(fid, _fill(rng, "fact", topic, right), "structural", 1.0, right))
+            low = rng.choice([r for r in ranked if auth[r] <= 0.6])
+            late.append(statement(low, _fill(rng, "collapse_wrong", topic, wrong), fid, True, wrong))
         elif mode == "belief_asymmetry":
             (old, _), (new, accepted) = _values(topic, rng, 2)
-            facts.append({"id": fid, "text": f"{topic.source}: the {subject} is {old}.", "tier": "contextual",
-                          "authority_level": 0.6})
-            recaller = _pick(rng, [r for r in ranked if r != top], recallers)
-            early.append(statement(recaller, f"I am planning around the {subject} being {old}.", fid, rng.random() < 0.3))
-            updater = _pick(rng, [r for r in ranked if auth[r] > 0.6 and r != recaller], set())
-            middle.append(statement(updater, f"Update: the {subject} has changed and is now {new}.", fid, True))
-            truth = accepted
+            facts.append(fact(fid, _fill(rng, "fact", topic, old), "contextual", 0.6, old))
+            recaller = least_used([r for r in ranked if r != top])
+            early.append(statement(recaller, _fill(rng, "belief_own", topic, old), fid, rng.random() < 0.3, old))
+            updater = rng.choice([r for r in ranked if auth[r] > 0.6 and r != recaller])
+            middle.append(statement(updater, _fill(rng, "belief_update", topic, new), fid, True, new))
         else:  # memory_anchoring
             (old, _), (new, accepted) = _values(topic, rng, 2)
-            facts.append({"id": fid, "text": f"Early note, to be confirmed: the {subject} is {old}.",
-                          "tier": "contextual", "authority_level": 0.4})
-            corrector = _pick(rng, [r for r in ranked if auth[r] >= 0.8], set())
+            facts.append(fact(fid, _fill(rng, "anchor_fact", topic, old), "contextual", 0.4, old))
+            corrector = rng.choice([r for r in ranked if auth[r] >= 0.8])
             lower = [r for r in ranked if auth[r] < auth[corrector]]
             repeaters = rng.sample(lower, min(len(lower), rng.choice([2, 3])))
-            phrasings = [f"The {subject} is {old}.", f"Noting for everyone: the {subject} is {old}.",
-                         f"As I understand it, the {subject} is {old}."]
-            for role, text in zip(repeaters, rng.sample(phrasings, len(repeaters))):
-                early.append(statement(role, text, fid, True))
-            late.append(statement(corrector, f"Correction after checking the originals: the {subject} "
-                                             f"should now read {new}.", fid, True))
-            truth = accepted
+            for role, template in zip(repeaters, rng.sample(T["anchor_repeat"], len(repeaters))):
+                early.append(statement(role, template.format(subject=topic.subject, v=old), fid, True, old))
+            late.append(statement(corrector, _fill(rng, "anchor_correction", topic, new), fid, True, new))
         # the recaller: a team role that has not spoken about this fact (belief: the one who did)
         if mode == "belief_asymmetry":
             who = recaller
         else:
-            who = _pick(rng, [r for r in ranked if r not in involved.get(fid, set())], recallers)
-        recallers.add(who)
+            who = least_used([r for r in ranked if r not in involved.get(fid, set())])
+        recallers.append(who)
         recalls.append({"role": who, "content": f"{rng.choice(_LEAD_INS)} {question}", "is_recall": True,
-                        "target_fact_id": fid, "ground_truth": truth, "recall_query": question,
+                        "target_fact_id": fid, "ground_truth": accepted, "recall_query": question,
                         "failure_mode": mode, "write_to_memory": False, "fact_id": None})
 
-    # a distractor fact, discussed by a role that recalls nothing
-    dfid = f"F{len(modes) + 1}"
-    dtopic = topics[-1]
-    (dvalue, _), = _values(dtopic, rng, 1)
-    facts.append({"id": dfid, "text": f"{dtopic.source}: the {dtopic.subject} is {dvalue}.", "tier": "contextual",
-                  "authority_level": 0.9})
-    middle.append(statement(_pick(rng, ranked, recallers), f"For completeness, the {dtopic.subject} stays at {dvalue}.",
-                            dfid, True))
+    # distractor facts: in the record, the first also discussed (and written) by a role
+    for j, dtopic in enumerate(topics[len(modes):]):
+        dfid = f"F{len(modes) + j + 1}"
+        (dvalue, _), = _values(dtopic, rng, 1)
+        facts.append(fact(dfid, _fill(rng, "fact", dtopic, dvalue), "contextual", rng.choice([0.7, 0.9, 1.0]), dvalue))
+        if j == 0:
+            speaker = least_used(ranked)
+            middle.append(statement(speaker, _fill(rng, "distractor", dtopic, dvalue), dfid, True, dvalue))
     filler = rng.sample(_DISTRACTORS[domain], len(_DISTRACTORS[domain]))
     rng.shuffle(early)
+    rng.shuffle(middle)
     rng.shuffle(late)
     body = early + [statement(NARRATOR, filler[0], None, False)] + middle + late
-    while len(body) + len(recalls) + 1 < 10:
-        body.insert(rng.randrange(1, len(body) + 1), statement(_pick(rng, ranked, set()), filler[len(body) % len(filler)], None, False))
+    # filler statements by roles (no fact, no value): chatter a recaller may have voiced
+    for n in range(1 + len(modes) // 3):
+        body.insert(rng.randrange(1, len(body) + 1), statement(rng.choice(ranked), filler[2 + n % (len(filler) - 2)], None, False))
     rng.shuffle(recalls)
     turns = [statement(NARRATOR, f"A new {domain} scenario begins; the team has the shared record.", None, False), *body]
     for j, r in enumerate(recalls):
@@ -287,12 +361,18 @@ def generate_script(domain: str, failure_modes: Sequence[str], seed: int, script
             "turns": [{"turn": t.pop("turn"), **t} for t in turns]}
 
 
-def generate_all_scripts(output_dir: str | Path, scripts_per_domain: int, seed: int) -> list[Path]:
+def generate_all_scripts(output_dir: str | Path, scripts_per_domain: int, seed: int,
+                         recalls_per_mode: int = 2, prefix: str = "gen") -> list[Path]:
     """Write ``scripts_per_domain`` scripts per domain under ``output_dir/DOMAIN/`` and
-    return their paths. Every script has all three failure modes in a seeded order
-    (so the set covers each mode equally); each file is read back through the loader."""
+    return their paths. Every script recalls each failure mode ``recalls_per_mode`` times
+    (each recall about its own fact), in a seeded order, so the set covers each mode
+    equally; each file is read back through the loader. Ids: ``PREFIX_DOMAIN_SEED_NN``."""
     if scripts_per_domain < 1:
         raise ValueError(f"scripts_per_domain must be at least 1 (got {scripts_per_domain})")
+    if not 1 <= recalls_per_mode <= 2:
+        raise ValueError(f"recalls_per_mode must be 1 or 2 (got {recalls_per_mode})")
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", prefix):
+        raise ValueError(f"prefix must be lower-case letters, digits and _ (got {prefix!r})")
     out = Path(output_dir)
     paths: list[Path] = []
     for domain in DOMAINS:
@@ -300,9 +380,9 @@ def generate_all_scripts(output_dir: str | Path, scripts_per_domain: int, seed: 
         folder.mkdir(parents=True, exist_ok=True)
         for i in range(scripts_per_domain):
             rng = rng_for("recall-script-set", domain, seed, i)
-            modes = list(FAILURE_MODES)
+            modes = list(FAILURE_MODES) * recalls_per_mode
             rng.shuffle(modes)
-            sid = f"gen_{domain}_{seed}_{i + 1:02d}"
+            sid = f"{prefix}_{domain}_{seed}_{i + 1:02d}"
             data = generate_script(domain, modes, rng.randrange(2**31), script_id=sid)
             script_from_dict(data, sid)  # valid by construction; checked before anything is written
             path = folder / f"{sid}.json"
