@@ -62,9 +62,11 @@ def _check_round_trip(run: Path, files: list[Path], headline: str) -> list[Any]:
     cells = {w["cell_id"] for w in worlds.values()}
     assert len(files) == len(cells)
     logs = [read_eval_log(str(f)) for f in files]
-    assert {log.eval.task_id for log in logs} == cells
-    for log in logs:
-        mine = {wid: w for wid, w in worlds.items() if w["cell_id"] == log.eval.task_id}
+    assert {log.eval.metadata["cell_id"] for log in logs} == cells
+    for log, f in zip(logs, files):
+        # Inspect's file naming, {created}_{task}_{task id}, which its listing parses
+        assert f.name.split("_")[1:] == [log.eval.task, f"{log.eval.task_id}.eval"]
+        mine = {wid: w for wid, w in worlds.items() if w["cell_id"] == log.eval.metadata["cell_id"]}
         assert log.status == "success" and log.results is not None
         assert log.results.total_samples == len(mine) == len(log.samples or [])
         assert {s.id for s in log.samples or []} == set(mine)

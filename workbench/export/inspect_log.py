@@ -81,7 +81,7 @@ def _when(text: str | None) -> datetime:
     if text:
         try:
             t = datetime.fromisoformat(text)
-            return t if t.tzinfo else t.replace(tzinfo=UTC)
+            return t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
         except ValueError:
             pass
     return datetime(1970, 1, 1, tzinfo=UTC)
@@ -113,6 +113,7 @@ def _mean_stderr(values: list[float]) -> tuple[float, float]:
 
 
 def _safe(name: str) -> str:
+    """A task name Inspect can read back from a log's file name (no underscore: its separator)."""
     return re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-") or "run"
 
 
@@ -404,7 +405,8 @@ def _cell_log(records: RunRecords, cell_id: str, worlds: list[dict[str, Any]]) -
         pass
     spec_ = EvalSpec(
         eval_id=_uid("eval", study, created, cell_id), run_id=_uid("run", study, created),
-        created=start.isoformat(), task=_safe(study), task_id=cell_id, task_display_name=f"{study} · {label}",
+        created=start.isoformat(), task=_safe(study), task_id=_uid("task", study, created, cell_id),
+        task_display_name=f"{study} · {label}",
         task_description=f"{kind} world, cell {label} ({cell_id}), exported from the workbench run {records.dir.name}",
         task_args=json.loads(json.dumps(spec, ensure_ascii=False, default=str)),
         dataset=EvalDataset(name=study, location=str(records.dir.name), samples=len(worlds),
@@ -450,7 +452,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     for cell_id, worlds in cells_of(records).items():
         log = _cell_log(records, cell_id, worlds)
         stamp = log.eval.created[:19].replace(":", "-")
-        path = out / f"{stamp}+00-00_{_safe(log.eval.task)}-{cell_id}_{log.eval.eval_id}.eval"
+        # Inspect's own naming, {created}_{task}_{task id}: its listing reads task and id from the name
+        path = out / f"{stamp}+00-00_{log.eval.task}_{log.eval.task_id}.eval"
         write_eval_log(log, str(path))
         written.append(path)
     return written
@@ -468,7 +471,7 @@ def check_export(run_dir: str | Path, paths: Iterable[Path]) -> dict[str, int]:
     n_samples = n_scores = 0
     for path in paths:
         log = read_eval_log(str(path))
-        cell_id = log.eval.task_id
+        cell_id = str((log.eval.metadata or {}).get("cell_id"))
         worlds = {str(w["world_id"]): w for w in by_cell.get(cell_id, [])}
         samples = log.samples or []
         if len(samples) != len(worlds) or {str(s.id) for s in samples} != set(worlds):
