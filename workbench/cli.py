@@ -534,6 +534,30 @@ def _cmd_recall(args: argparse.Namespace) -> int:
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from workbench.worlds import get_kind, kind_names
 
+    if args.show:
+        for name in kind_names():
+            text = get_kind(name).profile_text(args.show)
+            if text is not None:
+                print(f"{args.show} ({name} world; simulated behaviour, not a model):\n{text}", end="")
+                return 0
+        print(f"error: --show {args.show!r}: no simulated profile of that name (see `workbench profiles`)",
+              file=sys.stderr)
+        return 2
+    if args.check:
+        import pandas as pd
+
+        rows = [{"kind": name, **row} for name in kind_names() for row in get_kind(name).calibration()]
+        if not rows:
+            print("no world kind has calibrated twins")
+            return 0
+        table = pd.DataFrame(rows)
+        with pd.option_context("display.width", 200, "display.max_columns", 20):
+            print("Simulated twins on the designs of the figures they were fitted to (difference: twin - reference, "
+                  "Newcombe 95 %):")
+            print(table.to_string(index=False))
+        bad = table[~table["within"]]
+        print(f"\n{len(table) - len(bad)} of {len(table)} figures within their reference's interval")
+        return 1 if len(bad) else 0
     print("Simulated profiles (simulated behaviour, not real models):")
     for name in kind_names():
         profiles = get_kind(name).simulated_profiles()
@@ -829,7 +853,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--cache")
     q.add_argument("--force", action="store_true", help="fetch again even if installed")
     p.set_defaults(func=_cmd_models)
-    p = _subparser(sub, "profiles", help="list the simulated profiles")
+    p = _subparser(sub, "profiles", help="list the simulated profiles; check the twins' calibration")
+    p.add_argument("--check", action="store_true",
+                   help="run each twin on its reference designs; exit 1 if a figure is outside its reference")
+    p.add_argument("--show", metavar="NAME", help="print one profile's parameters and cues")
     p.set_defaults(func=_cmd_profiles)
     p = _subparser(sub, "recall", help="recall world tools: generate seeded scenario scripts")
     rsub = p.add_subparsers(dest="recall_command", required=True)

@@ -115,6 +115,15 @@ class WorldKind:
         """What the cell needs besides its models' keys (a sandbox, a tool), one line per missing thing."""
         return []
 
+    def calibration(self) -> list[dict[str, Any]]:
+        """Each simulated twin's figures beside the references it was fitted to, one row
+        each with a boolean ``within``; none by default (a kind without twins)."""
+        return []
+
+    def profile_text(self, name: str) -> str | None:
+        """A simulated profile's parameters and cues as text, or None if the kind has no such profile."""
+        return None
+
     def simulated_profiles(self) -> dict[str, str]:
         """The kind's simulated routes and what each does, for `workbench profiles`."""
         return {}

@@ -25,6 +25,21 @@ class StigmergyKind(WorldKind):
 
         return {cell.route_for(r) for r in ROLES}
 
+    def calibration(self) -> list[dict[str, Any]]:
+        from workbench.worlds.stigmergy.calibration import check_all
+
+        return [c.row() for c in check_all()]
+
+    def profile_text(self, name: str) -> str | None:
+        import yaml
+
+        from workbench.worlds.stigmergy.simulated import PROFILES
+
+        profile = PROFILES.get(name.removeprefix("sim/"))
+        if profile is None:
+            return None
+        return yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
     def check_templates(self, cell: StigmergyCell, root: Path, profiles: dict[str, Any]) -> None:
         from workbench.worlds.stigmergy.simulated import cue_mismatches
 
