@@ -109,13 +109,15 @@ def test_judge_value_and_memory_tables_escape_answers_and_show_per_cell(tmp_path
     agree = r.tables["judge_agreement"]
     assert sorted(zip(agree["condition"], agree["judge"])) == [("lightweight", "judge"), ("lightweight", "rule"),
                                                                ("naive", "rule")]
-    for name in ("judge_agreement", "judge_disagreements", "given_values", "memory", "recalls"):
+    for name in ("judge_agreement", "judge_disagreements", "given_values", "failed_recalls", "memory", "recalls"):
         html = r.table(name).data
         assert XSS not in html, name
     dis = r.table("judge_disagreements").data
     assert "&lt;script&gt;" in dis and "paraphrase" in dis and "near miss" in dis
     mem = r.table("memory").data
     assert "lower-authority refused" in mem and "None in any cell" in mem and "writes reply" in mem
+    failed = r.tables["failed_recalls"]
+    assert list(failed["answer"]) == [f"{XSS} 2.5 mg", "7 mg"] and "&lt;script&gt;" in r.table("failed_recalls").data
 
 
 def test_context_html_shows_matched_partial_score_rule_judge_and_the_value_given() -> None:

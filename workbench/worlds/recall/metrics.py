@@ -366,6 +366,22 @@ def given_values(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+FAILED_COLUMNS = ["model", "variant", "condition", "failure_mode", "script_id", "repetition", "turn", "role",
+                  "given_kind", "given_value", "answer", "ground_truth"]
+
+
+def failed_recalls(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every failed recall of a valid world with the value it gave (kind and value,
+    as in :func:`given_values`), its answer and the accepted answers (model text:
+    escape it when shown)."""
+    import pandas as pd
+
+    if frame.empty:
+        return pd.DataFrame(columns=FAILED_COLUMNS)
+    f = frame[frame["valid"] & ~frame["correct"]]
+    return f[FAILED_COLUMNS].reset_index(drop=True)
+
+
 ORIGINS = ("initial", "script", "reply")
 CONFLICT_TYPES = ("stale", "lower-authority", "duplicate")
 _SOURCE_ORIGIN = {"initial_fact": "initial", "turn": "script", "narration": "script", "reply": "reply"}
@@ -448,6 +464,7 @@ def metric_tables(worlds: Iterable[dict[str, Any]], frame: pd.DataFrame | None =
         "judge_agreement": judge_agreement(f),
         "judge_disagreements": judge_disagreements(f),
         "given_values": given_values(f),
+        "failed_recalls": failed_recalls(f),
         "memory": memory_table(worlds),
         "worlds": world_frame(worlds),
         "recalls": f,

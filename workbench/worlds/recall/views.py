@@ -243,6 +243,7 @@ TITLES = {"by_condition": "Accuracy by condition", "by_mode_condition": "Accurac
           "judge_agreement": "Judge against exact match, per cell",
           "judge_disagreements": "Recalls on which a judge and exact match disagree",
           "given_values": "Failed recalls by the value they gave",
+          "failed_recalls": "Each failed recall and the value it gave",
           "memory": "Memory writes by origin; invalidations by type and action"}
 CAPTIONS = {
     "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals. "
@@ -270,6 +271,9 @@ CAPTIONS = {
                     "senior speaker ranks below the accepted value's), other (a value no statement about the fact "
                     "gave), no value (no date or quantity, and no statement repeated). Each failed recall counts "
                     "once, under the first that holds, in that order.",
+    "failed_recalls": "Every failed recall of a valid world: the kind of value it gave (as in the table above) and "
+                      "the value read from the answer (date:YYYY-MM-DD, num:VALUE|UNIT), the answer (model text, "
+                      "escaped) and the accepted answers.",
     "memory": "Summed over the worlds of each cell (never pooled across cells): memory writes by origin (initial "
               "facts, scripted turns, agents' replies) and writes refused; invalidation events by type (stale, "
               "lower-authority, duplicate) and action (removed, refused, kept). Runs recorded before types existed "
@@ -279,7 +283,7 @@ CAPTIONS = {
 }
 
 
-MAX_DISAGREEMENTS = 40
+MAX_ROWS = {"judge_disagreements": 200, "failed_recalls": 500}  # per-recall tables: the rest is in the metrics files
 
 
 def agreement_view(table: pd.DataFrame) -> pd.DataFrame:
@@ -345,9 +349,9 @@ class RecallReport(RunReport):
             constant = str(self.tables[name].attrs.get("variant_shared") or "")
         elif name == "judge_agreement":
             t = agreement_view(t)
-        elif name == "judge_disagreements" and len(t) > MAX_DISAGREEMENTS:
-            caption += f" The first {MAX_DISAGREEMENTS} of {len(t)} shown; all are in the metrics table."
-            t = t.head(MAX_DISAGREEMENTS)
+        elif name in MAX_ROWS and len(t) > MAX_ROWS[name]:
+            caption += f" The first {MAX_ROWS[name]} of {len(t)} shown; all are in the metrics table ({name})."
+            t = t.head(MAX_ROWS[name])
         return HTML(readable_html(t, caption=caption, title=TITLES.get(name, name), labels=LABELS,
                                   keep=("condition",), constant=constant))
 
@@ -431,7 +435,7 @@ class RecallReport(RunReport):
                 "Which value the failed recalls gave",
                 "For each failed recall, where its value came from in the world: repeated by several agents, "
                 "superseded, said by a less senior role, or none of these.",
-                lambda: display(self.table("given_values")), applies=bool(len(self.tables["given_values"]))),
+                self._show_values, applies=bool(len(self.tables["given_values"]))),
             "memory": Section(
                 "Memory writes and invalidations",
                 "What each cell wrote to shared memory, by origin, and what invalidation removed, refused or kept, "
@@ -443,6 +447,12 @@ class RecallReport(RunReport):
             "comparison": Section("Comparison with a second run set", "", lambda: display(self.comparison()),
                                   applies=self.other is not None),
         }
+
+    def _show_values(self) -> None:
+        from IPython.display import display
+
+        display(self.table("given_values"))
+        display(self.table("failed_recalls"))
 
     def _show_judges(self) -> None:
         from IPython.display import display
