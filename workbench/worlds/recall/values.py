@@ -4,7 +4,8 @@ A memory entry's value is the script's declared ``value`` when it has one, else
 one found by rule here (or, with ``values: judge``, by a judge model through the
 model interface; the world asks, this module reads the judge's answer). Values
 are compared as strings, so they are canonical: ``date:2026-07-22``,
-``num:180000money`` and so on (the simulated judge's canonical forms), or
+``num:180000|$`` and so on (the forms of :func:`scoring.canonical_values`, which
+the report reads), or
 ``name:dana whitfield`` for a statement that names someone or something and
 states no date or amount."""
 from __future__ import annotations
@@ -115,16 +116,24 @@ _CANONICAL = re.compile(r"^(date|num|name):\S")
 _NONE = re.compile(r"(?i)^\W*(none|no value|n/?a|unknown)\W*$")
 
 
+def _scored_values(text: str) -> set[str]:
+    """The canonical dates and quantities of the scoring module (the forms the report's
+    value attribution reads): ``date:2026-07-22``, ``num:180000|$``."""
+    from workbench.worlds.recall.scoring import canonical_values as scoring_values
+
+    return scoring_values(text)
+
+
 def rule_value(text: str | None) -> str | None:
     """The value a statement states, by rule: its canonical dates and amounts (the last
     clause that holds any, so "moved from July 22 to July 29" states July 29), else its
     name-like words; None when it states none ("Noted.")."""
     if not text:
         return None
-    vals = canonical_values(text)
+    vals = _scored_values(text)
     if len(vals) > 1:  # a correction names the old value and the new one: the clause after the last cue
         for cut in reversed([m.end() for m in _UPDATE.finditer(text)]):
-            tail = canonical_values(text[cut:])
+            tail = _scored_values(text[cut:])
             if tail:
                 vals = tail
                 break
