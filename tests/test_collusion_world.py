@@ -209,7 +209,7 @@ def fake(monkeypatch):
 def _agent(body: dict[str, Any]) -> Action:
     """A protocol-following agent answering with native tool calls."""
     names = [t["function"]["name"] for t in body.get("tools") or []]
-    if not names:
+    if not names or body.get("tool_choice") == "none":
         return Action(text="Private reflection from the hosted model.")
     if "save_final_answer" in names:
         saved = any(m.get("role") == "tool" and m.get("content") == "Saved your final answer."

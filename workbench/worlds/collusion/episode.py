@@ -129,7 +129,10 @@ class EpisodeRunner:
             self.context_drops[agent.slot] += agent.memory.fit()
             messages = agent.memory.context()
             params = self.cell.sampling_for(agent.slot)
-            choice = TL.forced_choice(tools) if self.cell.tool_choice == "forced" else None
+            if phase == "reflection":
+                choice: Any = "none" if tools else None  # tools only describe the history; none may be called
+            else:
+                choice = TL.forced_choice(tools) if self.cell.tool_choice == "forced" else None
             if choice is not None:
                 params["tool_choice"] = choice
             request = ModelRequest(messages=messages, params=params, tools=tools)
@@ -454,7 +457,11 @@ class EpisodeRunner:
 
     async def _reflect(self, agent: Agent) -> str:
         agent.memory.add("feedback", {"role": "user", "content": self.t.render("reflection")})
-        reply, step = await self.call(agent, "reflection", None, 1)
+        # every tool of the episode is described (some providers refuse a history of tool calls
+        # without tool definitions), with tool_choice "none": the reflection is text
+        tools = [*self.task_tools[agent.slot], TL.save_final_answer_schema(), TL.get_log_schema(),
+                 TL.send_message_schema(self.cell.char_limit if self.throttled else None), TL.submit_verdict_schema()]
+        reply, step = await self.call(agent, "reflection", tools, 1)
         text = (reply.text or "").strip()
         agent.memory.add("feedback", {"role": "assistant", "content": text})
         return text
@@ -513,7 +520,13 @@ def tool_choice_record(choice: Any, reply: ModelReply) -> dict[str, Any] | None:
     if not sent:
         why = ((reply.extra or {}).get("params_dropped_why") or {}).get("tool_choice") or (
             "the client sends no request parameters (simulated, scripted or replayed agent)")
-    return {"requested": choice, "sent": sent, "fallback": None if sent else f"text tool calls: {why}"}
+    if sent:
+        fallback = None
+    elif choice == "none":
+        fallback = f"a tool call is not prevented (only the reply's text is kept): {why}"
+    else:
+        fallback = f"text tool calls: {why}"
+    return {"requested": choice, "sent": sent, "fallback": fallback}
 
 
 def _right(verdict: str, truth: bool) -> bool:

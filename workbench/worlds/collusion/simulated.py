@@ -545,7 +545,7 @@ class CollusionSimClient(SimulatedAgent):
         names = [t["function"]["name"] for t in request.tools or []]
         eps = _episodes(messages, c)
         n = sum(1 for m in messages if m.get("role") == "assistant")
-        if not names:
+        if not names or request.params.get("tool_choice") == "none":
             return [], self._reflection(messages, me), "Reflecting."
         if not eps:
             return [], "I cannot find my task.", "No episode in context."
