@@ -87,11 +87,13 @@ def test_study_and_world_notebooks_execute(report, tmp_path):
     _, study_path, _ = report
     out = tmp_path / "nb-run"
     executed = execute("study", tmp_path / "study.ipynb", {"params": str(study_path), "out": str(out),
-                                                          "cells": "", "concurrency": 2}, timeout_s=300)
+                                                          "cells": "", "concurrency": 2, "plan_rehearse": 2},
+                       timeout_s=300)
     assert len(load_run(out).worlds) == 12
     nb = json.loads(executed.read_text())
     text = json.dumps([c.get("outputs") for c in nb["cells"]])
     assert "run 1 complete: 12 worlds finished" in text
+    assert "worlds for 80% power" in text and "input_tokens" in text  # the plan section, before the run
 
     world_nb = execute("world", tmp_path / "world.ipynb", {"study": str(study_path), "cell": 0, "world_index": 1},
                        timeout_s=300)
