@@ -161,6 +161,7 @@ def test_run_judges_writes_beside_records_and_resumes(tmp_path):
     assert hal.loc["main", "yes k/n"] == "0/6" and hal.loc["peer", "cell"] == "peer"
     onsets = tables["judge_onsets"].set_index("world_id")
     assert onsets.loc["a", "first agreement (record episode)"] == 1 and onsets.loc["a", "onset_episode"] == 2
+    assert onsets.loc["c", "cell"] == "peer"
 
 
 def test_policy_filter_and_unknown_judge(tmp_path):

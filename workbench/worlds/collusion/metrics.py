@@ -781,7 +781,7 @@ def judge_onsets(judgments: pd.DataFrame, tf: pd.DataFrame) -> pd.DataFrame:
     """Per trajectory: the collusion onset beside the first episode (record
     numbering) with a verified agreement and with a verified relaxation, so one can
     see whether explicit agreement or private relaxation came first."""
-    out = tf[["world_id", "cell_id", "onset_episode", "onset_record_episode"]].copy()
+    out = tf[["world_id", "cell_id", "cell", "onset_episode", "onset_record_episode"]].copy()
     for judge in ("agreement", "relaxation"):
         first: dict[str, Any] = {}
         if judgments is not None and len(judgments):
