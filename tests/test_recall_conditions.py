@@ -246,3 +246,17 @@ def test_values_by_judge_go_through_the_model_interface(tmp_path: Path) -> None:
     assert [(c["type"], c["action"]) for c in judged.world["conflicts"]] == \
         [(c["type"], c["action"]) for c in ruled.world["conflicts"]]
     assert judged.world["retrieval"]["values"] == "judge"
+
+
+def test_a_short_context_loses_what_no_longer_fits_and_memory_conditions_may_add_the_conversation(
+        tmp_path: Path) -> None:
+    path = recall_study(tmp_path, [{"condition": "baseline", "model": "sim-recall/careful", "context_turns": 2},
+                                   {"condition": "baseline", "model": "sim-recall/careful"},
+                                   {"condition": "naive", "conversation": True}],
+                        defaults={"scripts": str(SHIPPED_SCRIPTS)})
+    short, _ = failures(run_cell(path, 0, range(15)))
+    full, n = failures(run_cell(path, 1, range(15)))
+    assert short - full >= n // 4, (short, full, n)  # corrections said early fall out of a two-turn window
+    w = run_cell(path, 2, [0])[0].world
+    assert w["retrieval"]["memory"] and w["retrieval"]["conversation"]
+    assert all(r["context"]["entry_ids"] and r["context"]["conversation_turns"] for r in w["recalls"])
