@@ -42,9 +42,11 @@ Records written in the world record (besides the script, cell, agents, steps):
     "initial_fact", "turn", "narration", "reply"); ``author_role``;
     ``authority``; ``turn`` (0 for initial facts); ``namespace``; ``fact_id``
     (the turn's fact id, a recall's target fact for a recall reply);
-    ``value`` (the statement's value: the script's ``value`` field when there
-    is one, else found by rule or, with ``values: judge``, by the judge model
-    (a step of purpose "value"), else null); ``value_source`` in
+    ``value`` (the statement's value in canonical form, see
+    :mod:`workbench.worlds.recall.values`: the script's ``value`` field when
+    there is one, else found by rule or, with ``values: judge``, by the judge
+    model (a step of purpose "value", agent ``value_judge``), else null: a
+    write without a value conflicts with nothing); ``value_source`` in
     {"script", "rule", "judge", null}; ``text``; ``entry_id`` (the id given to this
     write, also when refused); ``entry`` (the stored entry, null when
     refused); ``refused`` (bool); ``refused_by`` (winner id or null);
@@ -67,11 +69,14 @@ Records written in the world record (besides the script, cell, agents, steps):
 ``recalls[].context``: ``entry_ids`` (retrieved), ``own_turns``,
     ``memory_shown``, ``conversation_turns`` (turn numbers of the
     conversation in context, [] when off), ``case_file`` (bool).
+    ``recalls[].reply_entry`` and ``turns[].reply_entry``: the memory entry
+    the reply became (replies written and stored only); ``turns[].
+    context_entry_ids``: what a statement turn retrieved (``every-turn``).
 steps: with the conversation in context, ``request.conversation_turns`` (the
     turns the call's context message held; the message itself is rebuilt from
     the script and the recorded replies, its hash is ``messages_sha256``).
 ``retrieval`` (world-level settings): adds ``memory_writes``, ``retrieve``,
-    ``conversation``, ``context_turns``, ``invalidate_stale``.
+    ``conversation``, ``context_turns``, ``invalidate_stale``, ``values``.
 """
 from __future__ import annotations
 
