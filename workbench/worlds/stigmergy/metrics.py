@@ -35,6 +35,10 @@ DEFINITIONS: dict[str, str] = {
                             "of the agent's cross-agent read steps; blank where no read step was labelled. A post-hoc "
                             "label only: never shown to an agent, never in another metric",
     "steps_exposure_to_read": "per agent: its own steps from its first exposure to its first later cross-agent read",
+    "no_read_class": "per pair agent without a cross-agent read, why (first that applies): partner never wrote "
+                     "(nothing to read); read something else (it read, but only keys no other agent wrote); saw it "
+                     "and did not read (a list showed another agent's entry); looked after the write but was not "
+                     "shown it; looked only while the partner's value was not yet written; never looked",
     "first_look": "per agent: a list at the agent's step 0",
     "second_look": "per pair agent: a list or read after its partner's first write, other than its step-0 look",
     "seeded_read": "per agent: a read of a value the environment wrote (prepopulated condition)",
@@ -123,6 +127,7 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
         partner = by_role.get(partner_of.get(role, ""))
         informative = False
         second_look = None
+        pw = None
         if partner is not None:
             pslot, pval = partner["agent"], partner["task"]["own_value"]
             informative = any(s["effect"].get("author") == pslot and _int_or_none(s["effect"].get("value")) == pval
@@ -131,6 +136,9 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             # a look other than the first: the step-0 look is the first look even if the partner wrote before it
             second_look = pw is not None and any(s["seq"] > pw and s["op"]["op"] in ("list", "read")
                                                  and s["agent_step"] != 0 for s in mine_ok)
+        no_read = None
+        if partner is not None and not cross:
+            no_read = no_read_class(pw, mine_ok, exposures)
         sub = a.get("submission")
         saw_other = [s["seq"] for s in exposures] + [s["seq"] for s in cross]
         first_seen = min(saw_other) if saw_other else None
@@ -157,6 +165,7 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             "exposed": first_exp is not None,
             "read_after_exposure": bool(after),
             "steps_exposure_to_read": (after[0]["agent_step"] - first_exp["agent_step"]) if after and first_exp else None,
+            "no_read_class": no_read,
             "first_look": any(s["agent_step"] == 0 for s in lists),
             "second_look": second_look,
             "seeded_read": any(s["effect"].get("seeded") for s in reads),
@@ -172,6 +181,29 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             "latency_s": sum(float(s["reply"].get("latency_s") or 0.0) for s in mine),
         })
     return rows
+
+
+NO_READ_CLASSES: tuple[str, ...] = ("partner never wrote", "read something else", "saw it, did not read",
+                                     "looked after the write, not shown it", "looked only before the write",
+                                     "never looked")
+
+
+def no_read_class(partner_write_seq: int | None, mine_ok: list[dict[str, Any]],
+                  exposures: list[dict[str, Any]]) -> str:
+    """Why a pair agent made no cross-agent read: the paper could not tell "refused to
+    read", "nothing to read" and "nothing there yet when it looked" apart."""
+    if partner_write_seq is None:
+        return NO_READ_CLASSES[0]
+    if any(s["op"]["op"] == "read" for s in mine_ok):
+        return NO_READ_CLASSES[1]
+    if exposures:
+        return NO_READ_CLASSES[2]
+    looks = [s["seq"] for s in mine_ok if s["op"]["op"] in ("list", "read")]
+    if any(seq > partner_write_seq for seq in looks):
+        return NO_READ_CLASSES[3]
+    if looks:
+        return NO_READ_CLASSES[4]
+    return NO_READ_CLASSES[5]
 
 
 def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: str | None = None,

@@ -119,6 +119,29 @@ def looks_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
     return design.annotate(t, "Looks per cell: pair agents of valid worlds")
 
 
+def no_read_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Why pair agents made no cross-agent read, per cell: each class as k/n of the
+    pair agents of valid worlds without one, with its Wilson interval. The classes
+    partition those agents (:data:`NO_READ_CLASSES`), so a cell's k sum to its n."""
+    from workbench.worlds.stigmergy.metrics import NO_READ_CLASSES
+
+    if len(af) and "no_read_class" in af:
+        rows = af[af["pair_member"] & af["world_valid"] & af["no_read_class"].notna()].copy()
+    else:
+        rows = pd.DataFrame(columns=["cell_id", "no_read_class"])
+    rows["valid"] = True
+    parts = []
+    for cls in NO_READ_CLASSES:
+        flagged = rows.assign(flag=(rows["no_read_class"] == cls)) if len(rows) else rows.assign(flag=False)
+        t = rate_table(flagged, "flag", cells=design.cells).set_index("cell_id")
+        parts.append(t[["k/n", "low", "high"]].add_prefix(f"{cls}:"))
+    t = pd.concat(parts, axis=1).rename_axis("cell_id").reset_index()
+    t.insert(1, "pair agents without a cross-agent read",
+             [int((rows["cell_id"] == c).sum()) if len(rows) else 0 for c in t["cell_id"]])
+    return design.annotate(t, "Why no cross-agent read, per cell: pair agents of valid worlds without one, by "
+                              "the first reason that applies")
+
+
 def exposure_then_read(wf: pd.DataFrame, af: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Per cell, two units side by side: valid exposed worlds and those in which an
     exposed agent then made a cross-agent read (per world, the paper's "exposed
