@@ -142,6 +142,56 @@ def no_read_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
                               "the first reason that applies")
 
 
+REPLY_SHAPES = {"fenced": "fenced_replies", "prose-wrapped": "prose_wrapped_replies",
+                "several objects": "multi_object_replies"}
+
+
+def _replies(af: pd.DataFrame) -> pd.DataFrame:
+    rows = af.copy() if len(af) else pd.DataFrame(columns=["cell_id", "steps", *REPLY_SHAPES.values()])
+    rows["valid"] = True  # every recorded reply counts, valid world or not: the shape is the request path's
+    return rows
+
+
+def reply_shape_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Per cell, the share of replies of each shape (fenced, prose-wrapped, several
+    objects) with Wilson intervals, over every recorded reply of every world. The unit
+    is the reply: replies of one agent are not independent, so the intervals are
+    narrower than a per-world analysis would give (the paper's post-hoc diagnostic
+    counted replies too)."""
+    rows = _replies(af)
+    parts = []
+    for shape, col in REPLY_SHAPES.items():
+        t = rate_table(rows, col, count="steps", cells=design.cells).set_index("cell_id")
+        parts.append(t[["k/n", "low", "high"]].add_prefix(f"{shape}:"))
+    t = pd.concat(parts, axis=1).rename_axis("cell_id").reset_index()
+    return design.annotate(t, "Reply shapes per cell: share of all recorded replies (unit: reply)")
+
+
+def reply_shape_contrasts(af: pd.DataFrame, design: Design, factor: str = "model") -> pd.DataFrame:
+    """For each pair of cells that differ in ``factor`` alone (by default the route: the
+    same design through two request paths), each shape's share in B minus A with
+    Newcombe's interval, over replies as in :func:`reply_shape_table`."""
+    from workbench.metrics.contrasts import ContrastSpec, matched_pairs
+    from workbench.stats import newcombe
+
+    rows = _replies(af)
+    sums = rows.groupby("cell_id")[["steps", *REPLY_SHAPES.values()]].sum() if len(rows) else None
+    out = []
+    for a, b in matched_pairs(design, ContrastSpec(factor, factor, declared=False)):
+        for shape, col in REPLY_SHAPES.items():
+            ka, na = (int(sums.at[a, col]), int(sums.at[a, "steps"])) if sums is not None and a in sums.index else (0, 0)
+            kb, nb = (int(sums.at[b, col]), int(sums.at[b, "steps"])) if sums is not None and b in sums.index else (0, 0)
+            diff, low, high = newcombe(kb, nb, ka, na)
+            out.append({"factor": factor, "A": design.level(a, factor), "B": design.level(b, factor),
+                        "A cell": a, "B cell": b, "shape": shape, "A k/n": f"{ka}/{na}", "B k/n": f"{kb}/{nb}",
+                        "B - A": diff, "low": low, "high": high})
+    t = pd.DataFrame(out, columns=["factor", "A", "B", "A cell", "B cell", "shape", "A k/n", "B k/n", "B - A",
+                                   "low", "high"])
+    t.attrs = {"title": f"Reply shapes between cells that differ in {factor} alone (B - A, Newcombe 95 %; "
+                        "unit: reply)", "constant": design.constant}
+    return t
+
+
 def exposure_then_read(wf: pd.DataFrame, af: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Per cell, two units side by side: valid exposed worlds and those in which an
     exposed agent then made a cross-agent read (per world, the paper's "exposed
