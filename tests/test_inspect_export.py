@@ -110,6 +110,18 @@ def test_stigmergy_export_reads_back_with_inspects_reader(stig_run: Path, tmp_pa
             assert len(models) == len(st)  # one ModelEvent per recorded call
             # every input rebuilt from the records hashes to what the step recorded as sent
             assert all((e.metadata or {}).get("input") == "verified" for e in models)
+            # agent spans never overlap, and each call sits in a span named for its agent
+            opened: list[str] = []
+            names = {}
+            for e in s.events:
+                if e.event == "span_begin":
+                    assert not opened
+                    opened.append(e.id)
+                    names[e.id] = e.name
+                elif e.event == "span_end":
+                    assert opened == [e.id]
+                    opened.pop()
+            assert [names[e.span_id] for e in models] == [x["agent"] for x in sorted(st, key=lambda x: x["seq"])]
             ops = [e for e in s.events if e.event == "info" and e.source == "operation"]
             assert [e.data["result"] for e in ops] == [x["result"] for x in sorted(st, key=lambda x: x["seq"])]
             # each agent's messages: its system prompt, every prompt and reply, tagged with the agent

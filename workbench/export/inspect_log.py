@@ -10,7 +10,8 @@ file per cell, so that ``inspect view``, ``inspect view bundle`` and
   of the run's manifest, and ``metadata.simulated`` (true when no agent of the
   cell was a real model: such a log describes the workbench, never a model);
 - one sample per world (id = world id): every agent's messages (metadata names
-  the agent), one span per agent in the events with a ``ModelEvent`` per
+  the agent), in the events an agent span around each run of consecutive
+  steps by one agent (in the order the steps took effect) with a ``ModelEvent`` per
   recorded call (usage, cost, latency) and what the call did, as
   ``InfoEvent``s (a parsed store operation and its result) or ``ToolEvent``s
   (native tool calls and their results); the kind's record lists (retrievals,
@@ -196,48 +197,71 @@ class _World:
 
     # events and messages
     def _events(self) -> tuple[list[Any], list[Any], dict[str, Any], tuple[str, str] | None]:
+        """Every step's events in the order of effect, the record's lists placed among them, and
+        one agent span around each run of consecutive steps by the same agent (spans never
+        overlap, so Inspect's transcript nests them as it nests its own sub-agents)."""
         from inspect_ai.event import SpanBeginEvent, SpanEndEvent
 
-        spans: dict[str, str] = {}
-        begin: list[Any] = []
         history: dict[str, list[dict[str, Any]]] = defaultdict(list)
         chat: dict[str, list[Any]] = defaultdict(list)
         usage: dict[str, Any] = {}
-        placed: list[tuple[Any, int, int, list[Any]]] = []
+        placed: list[tuple[dict[str, Any], str, list[Any]]] = []
         anchor_prev: dict[str, Any] = {}
         last_reply: tuple[str, str] | None = None
-        for i, s in enumerate(self.steps):
+        for s in self.steps:
             agent = str(s.get("agent"))
-            if agent not in spans:
-                spans[agent] = _uid("span", self.world["world_id"], agent)
-                begin.append(SpanBeginEvent(id=spans[agent], name=agent, type="agent", span_id=None,
-                                            timestamp=self.start, working_start=0.0,
-                                            metadata={"role": (self.agents.get(agent) or {}).get("role", s.get("role"))}))
-            step_events = self._step_events(s, spans[agent], history, chat, usage)
+            step_events = self._step_events(s, history, chat, usage)
             keys = {name: s.get(name) for _, name, _ in RECORD_EVENTS}
             for name, v in keys.items():
                 if v is None:
                     keys[name] = anchor_prev.get(name)
                 else:
                     anchor_prev[name] = v
-            placed.append((keys, 0, i, step_events))
+            placed.append((keys, agent, step_events))
             reply = s.get("reply") or {}
             if agent in self.agents and reply.get("text"):
                 last_reply = (str(reply.get("route") or (s.get("request") or {}).get("route") or ""), str(reply["text"]))
-        events = list(begin)
-        events += self._merge(placed)
-        end_at = self.start + timedelta(seconds=max((float(s.get("t_done") or 0.0) for s in self.steps), default=0.0))
-        events += [SpanEndEvent(id=sid, span_id=None, timestamp=end_at, working_start=0.0) for sid in spans.values()]
-        messages = [m for agent in spans for m in chat[agent]]
+        events: list[Any] = []
+        open_span: tuple[str, str] | None = None  # (agent, span id)
+        when: datetime = self.start
+        runs: defaultdict[str, int] = defaultdict(int)
+
+        def close() -> None:
+            nonlocal open_span
+            if open_span is not None:
+                events.append(SpanEndEvent(id=open_span[1], span_id=None, timestamp=when, working_start=0.0))
+                open_span = None
+
+        for who, evs in self._merge(placed):
+            if who is None:  # a record event: between the agents' spans, at the time of the step before it
+                close()
+                for ev in evs:
+                    ev.timestamp = when
+                events += evs
+                continue
+            if open_span is None or open_span[0] != who:
+                close()
+                runs[who] += 1
+                open_span = (who, _uid("span", self.world["world_id"], who, runs[who]))
+                events.append(SpanBeginEvent(
+                    id=open_span[1], name=who, type="agent", span_id=None, timestamp=evs[0].timestamp, working_start=0.0,
+                    metadata={"role": (self.agents.get(who) or {}).get("role"), "run_of_steps": runs[who]}))
+            for ev in evs:
+                ev.span_id = open_span[1]
+            when = evs[0].completed or evs[0].timestamp
+            events += evs
+        close()
+        messages = [m for agent in chat for m in chat[agent]]
         return events, messages, usage, last_reply
 
-    def _merge(self, placed: list[tuple[dict[str, Any], int, int, list[Any]]]) -> list[Any]:
-        """Steps in order, with the record's lists placed by the step field they share."""
+    def _merge(self, placed: list[tuple[dict[str, Any], str, list[Any]]]) -> list[tuple[str | None, list[Any]]]:
+        """Steps in order (with their agent), the record's lists placed by the step field they
+        share (agent None)."""
         from inspect_ai.event import InfoEvent
 
-        items: list[tuple[tuple[Any, ...], list[Any]]] = []
-        for n, (*_keys, evs) in enumerate(placed):
-            items.append(((n, 0, 0, 0), evs))
+        items: list[tuple[tuple[Any, ...], str | None, list[Any]]] = []
+        for n, (_keys, agent, evs) in enumerate(placed):
+            items.append(((n, 0, 0, 0), agent, evs))
         for f, (field, anchor, order) in enumerate(RECORD_EVENTS):
             for j, entry in enumerate(self.world.get(field) or []):
                 value = entry.get(anchor) if isinstance(entry, dict) else None
@@ -251,11 +275,11 @@ class _World:
                 data = json.loads(json.dumps(entry, ensure_ascii=False, default=str))
                 ev = InfoEvent(source=f"{self.world.get('world_kind')}.{field}", data=data, span_id=None,
                                timestamp=self.start, working_start=0.0)
-                items.append(((pos - 0.5, 0 if order > 0 else 1, f, j), [ev]))
+                items.append(((pos - 0.5, 0 if order > 0 else 1, f, j), None, [ev]))
         items.sort(key=lambda t: t[0])
-        return [e for _, evs in items for e in evs]
+        return [(agent, evs) for _, agent, evs in items]
 
-    def _step_events(self, s: dict[str, Any], span: str, history: dict[str, list[dict[str, Any]]],
+    def _step_events(self, s: dict[str, Any], history: dict[str, list[dict[str, Any]]],
                      chat: dict[str, list[Any]], usage: dict[str, Any]) -> list[Any]:
         from inspect_ai.event import InfoEvent, ModelEvent, ToolEvent
         from inspect_ai.model import (
@@ -310,7 +334,7 @@ class _World:
         events: list[Any] = [ModelEvent(
             model=route, role="judge" if s.get("purpose") == "judge" else None, input=sent, tools=[],
             tool_choice="auto", config=GenerateConfig(), output=output, error=reply.get("error"),
-            span_id=span, timestamp=when, working_start=t0, working_time=float(latency) if latency is not None else None,
+            span_id=None, timestamp=when, working_start=t0, working_time=float(latency) if latency is not None else None,
             completed=self.start + timedelta(seconds=float(t1)) if t1 is not None else None,
             metadata=json.loads(json.dumps(step_meta, ensure_ascii=False, default=str)),
         )]
@@ -320,13 +344,13 @@ class _World:
         for k, (call, tc) in enumerate(zip(calls, tool_calls)):
             result = str(results[k]) if k < len(results) else ""
             events.append(ToolEvent(id=tc.id, function=tc.function, arguments=tc.arguments, result=result,
-                                    span_id=span, timestamp=when, working_start=t0,
+                                    span_id=None, timestamp=when, working_start=t0,
                                     metadata={"agent": agent, "error": call.get("error"), "native": call.get("native")}))
             chat[agent].append(ChatMessageTool(content=result, tool_call_id=tc.id, function=tc.function, metadata=tag))
         if any(k in s for k in ("op", "effect", "result")):
             data = {k: s.get(k) for k in ("valid", "op", "result", "effect") if k in s}
             events.append(InfoEvent(source="operation", data=json.loads(json.dumps(data, ensure_ascii=False, default=str)),
-                                    span_id=span, timestamp=when, working_start=t0, metadata=tag))
+                                    span_id=None, timestamp=when, working_start=t0, metadata=tag))
         return events
 
 
