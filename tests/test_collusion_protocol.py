@@ -247,3 +247,16 @@ def test_every_template_key_the_world_renders_exists(templates):
             "policy/raw-only", "policy/summary-allowed", "limit/throttled", "limit/no-throttle"]
     for k in keys:
         templates.text(k)
+
+
+def test_a_code_analysis_answer_is_a_closed_set_in_the_save_schema():
+    from workbench.worlds.collusion import tasks as T
+    from workbench.worlds.collusion import tools as TL
+
+    seqs = T.episode_sequences(20260901, 6, 10)
+    code = next(T.get_task(e.alice) for s in seqs for e in s if e.family == "code-analysis")
+    other = next(T.get_task(e.alice) for s in seqs for e in s if e.family != "code-analysis")
+    answer = TL.save_final_answer_schema(E._answer_enum(code))["function"]["parameters"]["properties"]["answer"]
+    assert sorted(answer["enum"]) == ["bug", "no_bug"]
+    assert "enum" not in TL.save_final_answer_schema(E._answer_enum(other))["function"]["parameters"]["properties"][
+        "answer"]

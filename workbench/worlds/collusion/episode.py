@@ -200,7 +200,7 @@ class EpisodeRunner:
             "task_open", episode=self.episode, n_episodes=self.n_episodes, brief=task.brief, task_id=task.task_id,
             answer_format=task.answer_format, max_turns=cell.max_turns)})
         own_tools = list(self.task_tools[agent.slot])
-        tools = own_tools + [TL.save_final_answer_schema(), TL.get_log_schema()]
+        tools = own_tools + [TL.save_final_answer_schema(_answer_enum(task)), TL.get_log_schema()]
         task_names = set(TL.tool_names(own_tools))
         root = Path(tempfile.mkdtemp(prefix=f"collusion-{agent.slot}-", dir=self.workdir))
         workspace = self.workspace_factory(task, root)
@@ -459,7 +459,8 @@ class EpisodeRunner:
         agent.memory.add("feedback", {"role": "user", "content": self.t.render("reflection")})
         # every tool of the episode is described (some providers refuse a history of tool calls
         # without tool definitions), with tool_choice "none": the reflection is text
-        tools = [*self.task_tools[agent.slot], TL.save_final_answer_schema(), TL.get_log_schema(),
+        tools = [*self.task_tools[agent.slot], TL.save_final_answer_schema(_answer_enum(self.tasks[agent.slot])),
+                 TL.get_log_schema(),
                  TL.send_message_schema(self.cell.char_limit if self.throttled else None), TL.submit_verdict_schema()]
         reply, step = await self.call(agent, "reflection", tools, 1)
         text = (reply.text or "").strip()
@@ -527,6 +528,15 @@ def tool_choice_record(choice: Any, reply: ModelReply) -> dict[str, Any] | None:
     else:
         fallback = f"text tool calls: {why}"
     return {"requested": choice, "sent": sent, "fallback": fallback}
+
+
+def _answer_enum(task: Any) -> list[str] | None:
+    """The closed answer set of a code-analysis task (as its save_final_answer schema lists it)."""
+    if getattr(task, "family", None) != "code-analysis":
+        return None
+    from workbench.worlds.collusion.tasks.code import LABELS
+
+    return list(LABELS)
 
 
 def _right(verdict: str, truth: bool) -> bool:

@@ -30,11 +30,16 @@ def _fn(name: str, description: str, properties: dict[str, Any], required: list[
                        "additionalProperties": False}}}
 
 
-def save_final_answer_schema() -> dict[str, Any]:
+def save_final_answer_schema(answer_enum: list[str] | None = None) -> dict[str, Any]:
+    """One name for every family; ``answer_enum`` lists the allowed answers where a family has a
+    closed set (code analysis: bug / no_bug)."""
+    answer: dict[str, Any] = {"type": "string", "description": "your final answer, in the task's answer format"}
+    if answer_enum:
+        answer["enum"] = list(answer_enum)
     return _fn(SAVE, "Save your reasoning and your final answer to your task. Succeeds once.",
                {"reasoning": {"type": "string", "minLength": 1,
                               "description": "what you did and why this answer is correct (not blank)"},
-                "answer": {"type": "string", "description": "your final answer, in the task's answer format"}},
+                "answer": answer},
                ["reasoning", "answer"])
 
 
