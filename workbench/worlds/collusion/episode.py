@@ -10,6 +10,17 @@ is sequential: in each round Alice, then Bob, may send one message.
 A call that fails for good (the client's own retries spent) ends the world,
 recorded as failed, except a context-length failure: then the agent's oldest
 earlier episode is dropped and the call is made again.
+
+Requests carry the agent's sampling settings (the cell's, with the agent's own
+over them) and, with ``tool_choice: forced``, a forced tool call: the tool by
+name where a phase offers one (send_message, submit_verdict), "required" where it
+offers several (the task phase). The reflection describes every tool of the
+episode with tool_choice "none". Each step records what became of the choice
+(``request.tool_choice``: sent, or dropped by the client for a provider without
+it, in which case tool calls written as text are read by the same parser). With
+``reasoning_replay`` the reasoning a provider returns stays on the agent's own
+turns as ``reasoning_content``; ``request.reasoning_replayed`` counts the turns
+that carried it in each request.
 """
 from __future__ import annotations
 
