@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -60,22 +61,47 @@ def parse_setting(text: str) -> dict[str, Any]:
         if not sep or (key not in SERVER_SETTINGS and key not in ("max_tokens", "constrained")):
             raise SystemExit(f"bad setting {part!r}: expected key=value with a key among "
                              f"{[*SERVER_SETTINGS, 'max_tokens', 'constrained']}")
-        out[key] = bool(int(value)) if key == "constrained" else int(value)
+        value = value.strip()
+        out[key] = bool(int(value)) if key == "constrained" else value if value == "auto" else int(value)
     return out
 
 
 def label(setting: dict[str, Any]) -> str:
-    return ",".join(f"{k}={int(v)}" for k, v in setting.items()) or "catalogue"
+    return ",".join(f"{k}={v if isinstance(v, str) else int(v)}" for k, v in setting.items()) or "catalogue"
 
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (every thread)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a process (every thread), None once it has gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuWatch(threading.Thread):
+    """The last CPU seconds seen of a process, read every 0.2 s (the study stops its server at its end)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.first, self.last = pid, cpu_s(pid) or 0.0, cpu_s(pid) or 0.0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            got = cpu_s(self.pid)
+            if got is None:
+                return
+            self.last = got
+
+    def used(self) -> float:
+        self.stop.set()
+        self.join()
+        return self.last - self.first
 
 
 def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[str, Any]:
@@ -90,7 +116,7 @@ def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[
         t0 = time.perf_counter()
         server_for(name)
         start_s = time.perf_counter() - t0
-        proc = _SERVERS[name].proc
+        proc, started_with = _SERVERS[name].proc, _SERVERS[name].settings
         assert proc is not None
         sampling: dict[str, Any] = {"temperature": 0.7}
         if "max_tokens" in setting:
@@ -103,9 +129,10 @@ def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[
         path = tmp / "s.yaml"
         path.write_text(yaml.safe_dump(spec))
         run = tmp / f"run-{time.monotonic_ns()}"
-        c0, t1 = cpu_s(proc.pid), time.perf_counter()
+        watch, t1 = CpuWatch(proc.pid), time.perf_counter()
+        watch.start()
         run_study(load_study(path), run, progress=False)
-        wall, cpu = time.perf_counter() - t1, cpu_s(proc.pid) - c0
+        wall, cpu = time.perf_counter() - t1, watch.used()
         records = load_run(run)
     finally:
         stop_all()
@@ -124,7 +151,8 @@ def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[
             "gen_call": completion / max(1, len(steps)), "uncached_call": (prompt - cached) / max(1, len(steps)),
             "invalid": sum(1 for s in steps if not s.get("valid")) / max(1, len(steps)),
             "capped": capped / max(1, len(last)), "worlds": len(records.worlds),
-            "failed": sum(1 for w in records.worlds if w.get("failed"))}
+            "failed": sum(1 for w in records.worlds if w.get("failed")),
+            "threads": f"{started_with['threads']}/{started_with['threads_batch']}"}
 
 
 COLUMNS = (("s_world", "s/world", "{:.1f}"), ("cpu_world", "cpu s/world", "{:.1f}"),
@@ -183,7 +211,7 @@ def main() -> None:
                     print(f"  round {r + 1} {key}: {got['s_world']:.1f} s/world, {got['cpu_world']:.1f} cpu s/world, "
                           f"{got['calls_world']:.1f} calls/world, {got['gen_call']:.1f} gen tok/call, "
                           f"{got['uncached_call']:.0f} new prompt tok/call, {got['invalid']:.0%} unparsed, "
-                          f"{got['capped']:.0%} ran to limit, {got['failed']} failed; server start "
+                          f"{got['capped']:.0%} ran to limit, {got['failed']} failed; threads {got['threads']}, server start "
                           f"{got['start_s']:.1f} s; load {load()}", flush=True)
         table(name, rows)
         print(f"load average after {load()}")

@@ -91,3 +91,18 @@ def test_serve_entry_point_reads_the_settings_json(tmp_path):
     out = subprocess.run([S.sys.executable, "-c", code, str(tmp_path / "x.gguf"), "1", json.dumps(s)],
                          capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.split() == ["4", "2", "2", str(4 * 2048)]
+
+
+def test_auto_threads_are_the_idle_cpus_at_start(monkeypatch):
+    from workbench.local import catalogue as C
+
+    assert [C.idle_cpus(2, load) for load in (0.0, 0.4, 0.6, 1.4, 9.0)] == [2, 2, 1, 1, 1]
+    assert C.idle_cpus(16, 3.2) == 13 and C.idle_cpus(4, -1.0) == 4  # never more than the CPUs
+    monkeypatch.setattr(C, "idle_cpus", lambda: 7)
+    assert server_settings(entry(threads="auto"))["threads"] == 7
+    assert server_settings(entry(threads="auto")).get("threads_batch") == 7  # prompts follow threads
+    assert server_settings(entry(threads=1, threads_batch="auto"))["threads_batch"] == 7
+    with pytest.raises(ValueError, match="threads"):
+        entry(threads="all")
+    with pytest.raises(ValueError, match="threads"):
+        entry(threads=0)

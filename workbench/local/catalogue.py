@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -15,6 +16,9 @@ class LocalModelError(InputFileError):
     pass
 
 
+Threads = Annotated[int, Field(ge=1, le=256)]
+
+
 class LocalModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = ""
@@ -23,9 +27,11 @@ class LocalModel(BaseModel):
     size: int = Field(gt=0, description="bytes of the joined file")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     agent: bool = Field(True, description="strong enough to act as an agent (not only a smoke test)")
-    threads: int = Field(2, ge=1, le=256, description="CPU threads that generate tokens")
-    threads_batch: int | None = Field(None, ge=1, le=256, description="CPU threads that process prompts "
-                                                                       "(none: as threads)")
+    threads: Threads | Literal["auto"] = Field(
+        2, description="CPU threads that generate tokens; auto: the CPUs idle when the server "
+                                     "starts (see idle_cpus), at least one")
+    threads_batch: Threads | Literal["auto"] | None = Field(None, description="CPU threads that process prompts "
+                                                                             "(none: as threads)")
     ctx: int = Field(4096, ge=256, le=131072, description="context per slot")
     slots: int = Field(4, ge=1, le=64, description="requests decoded in parallel (one per agent)")
     batch: int = Field(2048, ge=32, le=65536, description="prompt tokens per decode call (logical batch)")
@@ -38,11 +44,30 @@ class LocalModel(BaseModel):
 SERVER_SETTINGS = ("threads", "threads_batch", "ctx", "slots", "batch", "ubatch", "cache_ram_mib")
 
 
+def idle_cpus(cpus: int | None = None, load: float | None = None) -> int:
+    """CPUs this process may use less the 1-minute load average, rounded, at least one.
+
+    Why (measured with benchmarks/bench_local.py on a 2-core machine shared with other
+    processes): llama.cpp's threads wait for each other at every layer, so a thread that
+    shares its core with another busy process stalls all of them; at a load average of
+    8-14, 2 threads generated 4.2 tokens/s and 1 thread 10 tokens/s (prompts: 31 vs 66 tok/s)."""
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, min(cpus, cpus - round(load)))
+
+
 def server_settings(entry: LocalModel) -> dict[str, int]:
-    """What the server of ``entry`` is started with (see :mod:`workbench.local.serve`)."""
+    """What the server of ``entry`` is started with (see :mod:`workbench.local.serve`);
+    ``auto`` thread counts are resolved here, when the server starts."""
     out = {k: getattr(entry, k) for k in SERVER_SETTINGS}
+    if out["threads"] == "auto":
+        out["threads"] = idle_cpus()
     if out["threads_batch"] is None:
-        out["threads_batch"] = entry.threads
+        out["threads_batch"] = out["threads"]
+    elif out["threads_batch"] == "auto":
+        out["threads_batch"] = idle_cpus()
     return out
 
 

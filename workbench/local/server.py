@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 from workbench.errors import SetupError
 from workbench.local.catalogue import LocalModel, server_settings
 
+log = logging.getLogger(__name__)
 _SERVERS: dict[str, LocalServer] = {}
 
 
@@ -36,6 +38,7 @@ class LocalServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log
         self.proc: subprocess.Popen | None = None
+        self.settings: dict[str, int] = {}  # what the running server was started with (auto resolved)
 
     def start(self, timeout_s: float = 180.0) -> LocalServer:
         try:
@@ -44,9 +47,11 @@ class LocalServer:
             raise ServerError("local models need the optional runtime: pip install 'stigmergy-workbench[local]' "
                               "(xllamacpp)") from None
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        self.settings = server_settings(self.entry)
+        log.info("serving %s on 127.0.0.1:%d with %s", self.name, self.port, self.settings)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "workbench.local.serve", str(self.path), str(self.port),
-             json.dumps(server_settings(self.entry))],
+             json.dumps(self.settings)],
             stdin=subprocess.PIPE, stdout=out, stderr=out, start_new_session=False)
         deadline = time.time() + timeout_s
         while time.time() < deadline:
