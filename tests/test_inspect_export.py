@@ -247,3 +247,95 @@ def test_collusion_export_carries_tool_calls_and_verdicts(collusion_run: Path, t
             episodes = [e.data for e in s.events if e.event == "info" and e.source == "collusion.episodes"]
             assert [ep["verdicts"] for ep in episodes] == [ep["verdicts"] for ep in w["episodes"]]
             assert s.metadata["metrics_other"]["collusion_by_episode"] == w["metrics"]["collusion_by_episode"]
+
+
+# -- Inspect's own viewer, in a browser ---------------------------------------------------------
+class _RangedFiles:
+    """A static server on 127.0.0.1 that answers HTTP Range requests, as the static hosts an
+    `inspect view bundle` is published to do (the viewer reads an .eval zip by ranges)."""
+
+    def __init__(self, root: Path) -> None:
+        import functools
+        import http.server
+        import io
+        import threading
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def send_head(self):  # noqa: ANN202
+                rng, path = self.headers.get("Range"), Path(self.translate_path(self.path))
+                if not rng or not path.is_file():
+                    return super().send_head()
+                size = path.stat().st_size
+                a, b = rng.split("=", 1)[1].split("-", 1)
+                start, end = (max(0, size - int(b)), size - 1) if a == "" else (int(a), min(int(b) if b else size - 1, size - 1))
+                with path.open("rb") as fh:
+                    fh.seek(start)
+                    data = fh.read(end - start + 1)
+                self.send_response(206)
+                self.send_header("Content-Type", self.guess_type(str(path)))
+                self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                return io.BytesIO(data)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_inspect_viewer_opens_an_exported_run(stig_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Inspect's viewer (its `inspect view bundle`, served from 127.0.0.1, every other request
+    refused) lists the exported logs and opens a world's sample with its scores and agent spans.
+    Screenshots: outputs/screenshots/inspect-view-{list,sample}.png."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser import ARGS, require_browser
+
+    files = _export(stig_run, tmp_path / "logs", capsys)
+    r = subprocess.run([str(Path(sys.executable).with_name("inspect")), "view", "bundle", "--log-dir",
+                        str(tmp_path / "logs"), "--output-dir", str(tmp_path / "bundle")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    world = sorted(_worlds(stig_run))[0]
+    shots = ROOT / "outputs" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    site, left = _RangedFiles(tmp_path / "bundle"), []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=require_browser(), args=ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+
+            def guard(route: Any) -> None:
+                if route.request.url.startswith((site.url, "data:", "blob:", "about:")):
+                    route.continue_()
+                else:
+                    left.append(route.request.url)
+                    route.abort()
+
+            page.route("**/*", guard)
+            page.goto(site.url)
+            page.get_by_text("sim/clause-follower").first.wait_for(timeout=120_000)
+            page.get_by_text("sim/diligent").first.wait_for(timeout=60_000)
+            page.get_by_text("stig", exact=True).nth(len(files) - 1).wait_for(timeout=60_000)
+            page.screenshot(path=str(shots / "inspect-view-list.png"))
+            page.goto(f"{site.url}#/logs/{next(f.name for f in files if world.split('-')[0] in _cell_of(f))}"
+                      f"/samples/sample/{world}/1/")
+            page.get_by_text("joint_success").first.wait_for(timeout=120_000)
+            page.get_by_text("SUB-AGENT: AGENT-", exact=False).first.wait_for(timeout=60_000)
+            assert world in page.inner_text("body")
+            page.screenshot(path=str(shots / "inspect-view-sample.png"))
+            browser.close()
+    finally:
+        site.close()
+    assert left == []
+
+
+def _cell_of(f: Path) -> str:
+    return str(read_eval_log(str(f), header_only=True).eval.metadata["cell_id"])

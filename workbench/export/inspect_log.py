@@ -163,8 +163,8 @@ class _World:
             a, prompt = str(s.get("agent")), (s.get("request") or {}).get("prompt")
             if a in self.agents and a not in seen and prompt:
                 seen.add(a)
-                lines.append(f"\n[{a} · {self.agents[a].get('role', '')}]\n{prompt}")
-        return "\n".join(lines)
+                lines.append(f"[{a} · {self.agents[a].get('role', '')}]\n\n{prompt}")
+        return "\n\n".join(lines)  # paragraphs: Inspect's viewer renders the input as markdown
 
     def _target(self) -> str:
         t = self.world.get("joint_answer")
