@@ -8,7 +8,8 @@ episode (earlier episodes never change once finished) with its overflow drops,
 and each client's position (the random stream of a simulated agent, the next
 reply of a scripted or replayed one; a hosted model's client keeps none).
 
-When the world is run again (the study resumed after a kill or an infrastructure
+Lines are compressed (zlib, base64): a simulated ten-episode trajectory's
+checkpoint is about 1 MB as plain JSON. When the world is run again (the study resumed after a kill or an infrastructure
 failure) it restores those episodes, memories and client positions and goes on
 with the next episode, so its records equal those of an uninterrupted run; only
 the ``run`` number of the steps made after the resume, wall-clock timings and the
@@ -19,17 +20,19 @@ why. A torn last line (a kill while it was being written) is dropped.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import random
+import zlib
 from pathlib import Path
 from typing import Any
 
 from workbench.records import dumps
 from workbench.worlds.collusion.memory import AgentMemory, EpisodeMemory
 
-VERSION = 1
+VERSION = 2  # 2: each episode line holds its entry zlib-compressed (base64), beside its episode number
 SUFFIX = ".collusion.jsonl"
 
 
@@ -106,8 +109,11 @@ class TrajectoryCheckpoint:
                 break
             if header is None:
                 header = value
-            elif value.get("episode") == len(entries) + 1:
-                entries.append(value)
+            elif value.get("episode") == len(entries) + 1 and isinstance(value.get("zlib"), str):
+                try:
+                    entries.append(json.loads(zlib.decompress(base64.b64decode(value["zlib"]))))
+                except (ValueError, zlib.error):
+                    break
             else:
                 break
             good += len(line)
@@ -135,7 +141,9 @@ class TrajectoryCheckpoint:
         os.replace(tmp, self.path)
 
     def append(self, entry: dict[str, Any]) -> None:
+        """One finished episode, compressed (its steps and memory repeat much text), synced."""
+        packed = base64.b64encode(zlib.compress(dumps(entry).encode("ascii"), 6)).decode("ascii")
         with self.path.open("a", encoding="ascii") as f:
-            f.write(dumps(entry) + "\n")
+            f.write(dumps({"episode": entry["episode"], "run": entry["run"], "zlib": packed}) + "\n")
             f.flush()
             os.fsync(f.fileno())
