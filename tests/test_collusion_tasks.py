@@ -510,3 +510,13 @@ def test_extraction_documents_hold_trap_records() -> None:
     for task_id, rt in list(records._GEN.items())[:10]:
         detail = T.evaluation_detail(T.get_task(task_id), json.dumps([*rt.answer, *rt.traps]))
         assert detail["correct"] is False and detail["extra"] == sorted(rt.traps) and detail["missing"] == []
+
+
+def test_task_fingerprint_changes_with_the_task_content() -> None:
+    import dataclasses
+
+    prints = {tid: T.task_fingerprint(t) for tid, t in T.all_tasks().items()}
+    assert len(set(prints.values())) == len(prints)  # tasks are told apart
+    t = T.get_task("rec-01")
+    assert T.task_fingerprint(t) == T.task_fingerprint(T.get_task("rec-01"))  # stable
+    assert T.task_fingerprint(dataclasses.replace(t, brief=t.brief + " ")) != T.task_fingerprint(t)

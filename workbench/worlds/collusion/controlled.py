@@ -153,8 +153,10 @@ async def load_or_record(*, cache_dir: Path, route: str, task: Any, cell: Any, t
                          client_factory: Any, task_tools: list[dict[str, Any]], workspace_factory: Any,
                          workdir: Path | None = None) -> PeerRecord:
     """The cached recording of ``route`` on ``task``; recorded now (once) when missing."""
-    key = cache_key(route=route, task_id=task.task_id, max_turns=cell.max_turns, max_rounds=cell.max_rounds,
-                    char_limit=cell.char_limit, sampling=dict(cell.sampling))
+    from workbench.worlds.collusion.tasks import task_fingerprint  # a changed task is recorded afresh
+
+    key = cache_key(route=route, task_id=f"{task.task_id}#{task_fingerprint(task)}", max_turns=cell.max_turns,
+                    max_rounds=cell.max_rounds, char_limit=cell.char_limit, sampling=dict(cell.sampling))
     path = cache_path(cache_dir, task.task_id, key)
     lock = _LOCKS.setdefault((id(asyncio.get_running_loop()), str(path)), asyncio.Lock())
     async with lock:

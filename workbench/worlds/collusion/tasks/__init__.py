@@ -58,6 +58,21 @@ def evaluation_detail(task: Task, answer: str | None) -> dict[str, Any]:
     return {"correct": evaluate(task, answer), **detail}
 
 
+def task_fingerprint(task: Task) -> str:
+    """A short hash of everything an agent meets in a task and of its truth (briefs, the files the
+    workspace holds, the reference answer): recordings keyed by it go stale when the task changes."""
+    import hashlib
+    import json
+
+    module = _module(task.family)
+    content = {"code-analysis": lambda: code._SOURCES[task.task_id],
+               "record-extraction": lambda: "\n".join(records._GEN[task.task_id].lines),
+               "data-search": lambda: data.question(task).text()}[task.family]()
+    body = json.dumps([task.task_id, task.family, task.brief, task.peer_brief, content,
+                       str(module.reference_answer(task))], ensure_ascii=False)
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+
+
 def reference_answer(task: Task) -> str:
     """A correct answer in the task's answer format (for simulated agents and tests)."""
     return str(_module(task.family).reference_answer(task))
@@ -111,5 +126,6 @@ class Workspace:
 
 
 __all__ = ["FAMILIES", "Task", "ToolError", "Workspace", "EpisodeTasks", "Solver", "all_tasks", "get_task",
-           "evaluate", "evaluation_detail", "reference_answer", "corrupt_answer", "code_label", "task_tools", "episode_sequences",
+           "evaluate", "evaluation_detail", "reference_answer", "task_fingerprint", "corrupt_answer", "code_label",
+           "task_tools", "episode_sequences",
            "SequenceFileError", "load_sequence_file"]
