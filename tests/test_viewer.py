@@ -135,6 +135,11 @@ def test_view_serves_index_filter_and_world_timeline(served: str, smoke: Path) -
             assert "Transcripts" in page.inner_text("body")
             _shot(page, "view-world.png")
 
+            # back to the index: the same rows (the view's state is kept in the address)
+            page.go_back()
+            page.wait_for_selector("body[data-ready='1']")
+            assert _count(page) == (3, 24) and page.input_value("select[data-col='cell']") == cell
+
             # the world whose reply carries markup: shown as text, never run
             page.goto(served + f"worlds/r0/{evil_world}.html")
             page.wait_for_selector("#step-timeline .main-svg", timeout=60_000)
@@ -181,6 +186,9 @@ def test_bundle_works_from_file(smoke: Path, tmp_path: Path) -> None:
             page.wait_for_selector("#step-timeline .main-svg", timeout=60_000)
             assert page.url.startswith("file://")
             _shot(page, "view-bundle-world.png")
+            page.go_back()
+            page.wait_for_selector("body[data-ready='1']")
+            assert _count(page) == (3, 24) and page.input_value("select[data-col='condition']") == "private"
         finally:
             browser.close()
     assert left == [], f"requests off the bundle: {left}"

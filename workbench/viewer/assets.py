@@ -15,7 +15,7 @@ h1{font-size:20px;margin:14px 0 4px 0} h2{font-size:16px;margin:22px 0 6px 0}
 nav.wb-tabs a{margin-right:14px;font-weight:600}
 table.wb-grid{border-collapse:collapse;font-size:12.5px}
 table.wb-grid th,table.wb-grid td{border-bottom:1px solid #e5e5e5;padding:2px 6px;text-align:left;vertical-align:top;
-  max-width:28em;overflow-wrap:anywhere}
+  max-width:28em;overflow-wrap:break-word}
 table.wb-grid th{background:#f3f3f3;position:sticky;top:0}
 #wb-index th.wb-sortable{cursor:pointer;white-space:nowrap}
 #wb-index th.wb-sortable:hover{background:#e6eefc}
@@ -47,10 +47,43 @@ document.querySelectorAll('.wb-slider').forEach(function (box) {
 INDEX_JS = r"""
 (function () {
   var D = window.WB_INDEX, cols = D.columns, rows = D.rows, server = window.WB_MODE === 'server';
-  var state = {sort: null, desc: false, page: 0, size: 50, filters: {}, words: []};
+  var state = {sort: null, desc: false, page: 0, size: 50, filters: {}, words: [], query: ''};
   var search = null, searchLoading = false;
   var $ = function (id) { return document.getElementById(id); };
   var worldCol = cols.findIndex(function (c) { return c.name === 'world'; });
+  var controls = {};  // column name -> its filter control
+
+  // the view's state lives in the address's #fragment, so going back from a world finds the same rows
+  function saveHash() {
+    var p = new URLSearchParams();
+    if (state.query) p.set('q', state.query);
+    if (state.sort !== null) p.set('sort', cols[state.sort].name);
+    if (state.desc) p.set('desc', '1');
+    if (state.page) p.set('page', String(state.page + 1));
+    if (state.size !== 50) p.set('size', String(state.size));
+    Object.keys(state.filters).forEach(function (j) {
+      var f = state.filters[j];
+      if (!f) return;
+      if (f.exact) p.set('x.' + cols[j].name, f.value); else p.set('f.' + cols[j].name, f);
+    });
+    var h = p.toString();
+    try { history.replaceState(null, '', h ? '#' + h : location.pathname + location.search); } catch (e) { /* file: may refuse */ }
+  }
+  function loadHash() {
+    var p = new URLSearchParams(location.hash.slice(1)), page = 0;
+    p.forEach(function (v, k) {
+      var name = k.slice(2), j = cols.findIndex(function (c) { return c.name === name; }), el = controls[name];
+      if (k === 'q') { state.query = v; state.words = v.toLowerCase().split(/\s+/).filter(Boolean); $('wb-search').value = v; }
+      else if (k === 'sort') { var s = cols.findIndex(function (c) { return c.name === v; }); state.sort = s >= 0 ? s : null; }
+      else if (k === 'desc') state.desc = true;
+      else if (k === 'page') page = Math.max(0, (+v || 1) - 1);
+      else if (k === 'size' && +v > 0) { state.size = +v; $('wb-size').value = v; }
+      else if (j >= 0 && el && k.startsWith('x.')) { state.filters[j] = {exact: true, value: v}; el.value = v; }
+      else if (j >= 0 && el && k.startsWith('f.')) { state.filters[j] = v; el.value = v; }
+    });
+    state.page = page;
+    if (state.words.length) loadSearch();
+  }
 
   function fmt(v) {
     if (v === null || v === undefined) return '';
@@ -143,7 +176,7 @@ INDEX_JS = r"""
         el.placeholder = c.type === 'num' ? '>0, 1..5' : 'contains';
         el.addEventListener('input', function () { state.filters[j] = el.value.trim(); state.page = 0; draw(); });
       }
-      el.dataset.col = c.name; el.setAttribute('aria-label', 'filter ' + c.name);
+      el.dataset.col = c.name; el.setAttribute('aria-label', 'filter ' + c.name); controls[c.name] = el;
       fh.appendChild(el); fr.appendChild(fh);
     });
     var thead = $('wb-index').querySelector('thead');
@@ -175,6 +208,7 @@ INDEX_JS = r"""
       idx.length + ' matching worlds (' + rows.length + ' in all)' + note;
     $('wb-page').textContent = 'page ' + (state.page + 1) + ' of ' + pages;
     $('wb-prev').disabled = state.page === 0; $('wb-next').disabled = state.page >= pages - 1;
+    saveHash();
   }
   function loadSearch() {
     if (search || searchLoading) return;
@@ -186,7 +220,9 @@ INDEX_JS = r"""
     document.body.appendChild(s);
   }
   head();
+  loadHash();
   $('wb-search').addEventListener('input', function (ev) {
+    state.query = ev.target.value.trim();
     state.words = ev.target.value.toLowerCase().split(/\s+/).filter(Boolean); state.page = 0;
     if (state.words.length) loadSearch();
     draw();
