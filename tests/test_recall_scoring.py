@@ -330,3 +330,21 @@ def test_the_simulated_judge_disagrees_with_exact_match_on_a_paraphrase_and_a_ne
     from workbench.worlds.recall.metrics import summary_text
 
     assert "agree on 1/3 recalls (judge only right 1, exact only right 1), Cohen's kappa -0.50" in summary_text([w])
+
+
+def test_a_recorded_value_is_what_a_statement_asserts() -> None:
+    """A correction names the old value and the new; the world records the new one as its
+    value, and the stale value is then said only by those who really said it."""
+    from workbench.worlds.recall.scoring import recorded_values, world_statements
+
+    assert recorded_values("date:2026-07-22") == {"date:2026-07-22"}
+    assert recorded_values("num:180000|$ num:5|mg") == {"num:180000|$", "num:5|mg"}
+    assert recorded_values("name:msci world") == set() and recorded_values(None) == set()
+    assert recorded_values("July 22, 2026") == {"date:2026-07-22"}
+    w = story()
+    w["memory_log"][2] = log(5, "senior_lawyer", 1.0, "F1", "Correction: the deadline moved from July 8, 2026 to "
+                             "July 22, 2026.", value="date:2026-07-22")
+    st = {s.text: s for s in world_statements(w)}
+    assert st[w["memory_log"][2]["text"]].values == {"date:2026-07-22"}
+    g = given_value(w, w["recalls"][0])
+    assert g["kind"] == "stale" and g["said_by"] == ["associate", "record"]

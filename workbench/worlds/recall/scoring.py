@@ -272,12 +272,27 @@ class Statement:
     values: frozenset[str]
 
 
+def recorded_values(value: Any) -> set[str]:
+    """The dates and quantities of a value the world recorded for a statement: its
+    canonical ``date:``/``num:`` tokens when it is in canonical form (the world's
+    rule writes them space-separated, names as ``name:...``), else those read from
+    it as text (a script's declared value such as "July 22, 2026"); empty for none
+    or a name."""
+    if not isinstance(value, str) or not value.strip():
+        return set()
+    if value.startswith(("date:", "num:", "name:")):
+        return {t for t in value.split() if t.startswith(("date:", "num:"))} if not value.startswith("name:") else set()
+    return canonical_values(value)
+
+
 def world_statements(world: dict[str, Any]) -> list[Statement]:
     """Every statement a world record holds, once each: the initial facts (turn 0, by
     the record), memory writes (refused ones too: they were said), turn contents
     (where the record keeps them) and agents' replies (a recall's answer tagged with
-    the recall's target fact). A write's ``value`` (the script's, where recorded)
-    is read beside its text."""
+    the recall's target fact). A statement's values are the dates and quantities of
+    the value the world recorded for it, where it recorded one (the value it
+    asserts: "moved from July 8 to July 22" asserts July 22), else those its text
+    holds."""
     authority = {a.get("role"): a.get("authority") for a in world.get("agents", [])}
     out: list[Statement] = []
     seen: set[tuple[int, str, str]] = set()
@@ -289,14 +304,15 @@ def world_statements(world: dict[str, Any]) -> list[Statement]:
         if key in seen:
             return
         seen.add(key)
-        values = canonical_values(text) | (canonical_values(value) if isinstance(value, str) else set())
+        recorded = recorded_values(value)
+        values = recorded or canonical_values(text)
         out.append(Statement(int(turn or 0), str(author), None if auth is None else float(auth),
                              None if fact_id is None else str(fact_id), text, frozenset(values)))
 
+    for e in world.get("memory_log") or []:  # first: writes carry the value the world recorded
+        add(e.get("turn"), e.get("author_role"), e.get("authority"), e.get("fact_id"), e.get("text"), e.get("value"))
     for f in (world.get("script") or {}).get("initial_facts") or []:
         add(0, "record", f.get("authority_level"), f.get("id"), f.get("text"), f.get("value"))
-    for e in world.get("memory_log") or []:
-        add(e.get("turn"), e.get("author_role"), e.get("authority"), e.get("fact_id"), e.get("text"), e.get("value"))
     targets = {r.get("turn"): r.get("target_fact_id") for r in world.get("recalls") or []}
     for t in world.get("turns") or []:
         # a recall turn's reply (an answer other agents may hear) is about the recall's target fact
