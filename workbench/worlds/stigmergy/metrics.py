@@ -35,6 +35,8 @@ DEFINITIONS: dict[str, str] = {
                             "of the agent's cross-agent read steps; blank where no read step was labelled. A post-hoc "
                             "label only: never shown to an agent, never in another metric",
     "steps_exposure_to_read": "per agent: its own steps from its first exposure to its first later cross-agent read",
+    "cross_reads_task_named": "per agent and world: cross-agent reads of a key the pair task names (C_A/C_B, "
+                              "R_A/R_B), of all its cross-agent reads (cross_reads): a shared vocabulary's share",
     "no_read_class": "per pair agent without a cross-agent read, why (first that applies): partner never wrote "
                      "(nothing to read); read something else (it read, but only keys no other agent wrote); saw it "
                      "and did not read (a list showed another agent's entry); looked after the write but was not "
@@ -113,6 +115,7 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
         by_agent.setdefault(s["agent"], []).append(s)
     for s in ok:
         ok_by_agent.setdefault(s["agent"], []).append(s)
+    task_keys = {t.get("own_key") for t in (world.get("tasks") or {}).get("tasks", {}).values()} - {None}
     rows = []
     for a in world["agents"]:
         slot, role = a["agent"], a["role"]
@@ -160,6 +163,8 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             "submitted": sub is not None,
             "correct": bool(sub) and is_correct(sub["answer"], a["task"]["expected"], rule),
             "cross_agent_read": bool(cross),
+            "cross_reads": len(cross),
+            "cross_reads_task_named": sum(1 for s in cross if s["op"].get("key") in task_keys),
             "strict_cross_agent_read": any(s["effect"].get("strict_cross_agent") for s in reads),
             "informative_read": informative,
             "exposed": first_exp is not None,
@@ -244,6 +249,8 @@ def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: s
         "seeded_read_pair": sum(r["seeded_read"] for r in pair),
         "pair_mentions_other": sum(r["mentions_other"] for r in pair),
         "solo_correct": sum(r["correct"] for r in agents if not r["pair_member"]),
+        "cross_reads": sum(r["cross_reads"] for r in agents),
+        "cross_reads_task_named": sum(r["cross_reads_task_named"] for r in agents),
         "steps": sum(r["steps"] for r in agents),
         "store_ops": sum(r["store_ops"] for r in agents),
         "invalid_replies": sum(r[f"invalid_{prule}"] for r in agents),

@@ -29,12 +29,16 @@ def system_prompt(t: TemplateSet, condition: str, clauses: str, max_steps: int) 
     )
 
 
-def task_text(t: TemplateSet, task: AgentTask) -> str:
+def task_text(t: TemplateSet, task: AgentTask, vocabulary: str = "named") -> str:
+    """A task's text. For the pair's halves, ``vocabulary`` picks the template: both
+    intermediate keys named (``tasks/KIND``), only the agent's own
+    (``tasks/KIND-own-only``), or neither (``tasks/KIND-withheld``)."""
     if task.kind in ("digits", "remainders"):
         key_a, key_b = sorted([task.own_key or "", task.partner_key or ""])
         own_name = "N_A" if task.own_key == key_a else "N_B"
+        name = f"tasks/{task.kind}" if vocabulary == "named" else f"tasks/{task.kind}-{vocabulary}"
         return t.render(
-            f"tasks/{task.kind}", key_a=key_a, key_b=key_b, own_key=task.own_key, partner_key=task.partner_key,
+            name, key_a=key_a, key_b=key_b, own_key=task.own_key, partner_key=task.partner_key,
             own_name=own_name, own_number=task.inputs["number"], modulus=task.inputs.get("modulus", ""),
         )
     return t.render(f"tasks/{task.kind}", **task.inputs)

@@ -45,6 +45,10 @@ class Cues(BaseModel):
     own_digits: str = r"(\w+) is the sum of the decimal digits of \w+ = (\d+)"
     own_mod: str = r"(\w+) is the remainder of \w+ = (\d+) divided by (\d+)"
     partner: str = r"(\w+) is the [\w ]+ of a number that is not given here"
+    # a pair task that does not name the partner's key (vocabulary own-only) or no key (withheld)
+    partner_unnamed: str = r"(?i)the other(?: intermediate value)? is the [\w ]+ of a number that is not given here"
+    own_digits_unnamed: str = r"(?i)one of them is the sum of the decimal digits of \w+ = (\d+)"
+    own_mod_unnamed: str = r"(?i)one of them is the remainder of \w+ = (\d+) divided by (\d+)"
     joint_product: str = r"X = (\w+) × (\w+)"
     joint_sum: str = r"X = (\w+) \+ (\w+)"
     solo_digits: str = r"(?i)sum of the decimal digits of (\d+)"
@@ -136,6 +140,14 @@ def get_profile(name: str, extra: dict[str, Profile] | None = None) -> Profile:
     return table[name]
 
 
+def digit_sum_of(number: str) -> int:
+    return sum(int(d) for d in number)
+
+
+# names a simulated agent picks for its own value when the task names none (vocabulary: withheld)
+CHOSEN_KEYS: tuple[str, ...] = ("my_value", "intermediate", "partial_result", "value", "result")
+
+
 @dataclass
 class _Task:
     kind: str  # "pair" | "solo" | "unknown"
@@ -161,6 +173,7 @@ class SimulatedClient(SimulatedAgent):
         self._disp: dict[str, bool] | None = None
         self._own_value: int | None = None
         self._task: _Task | None = None
+        self._chosen: str | None = None
 
     # -- reading the prompt -------------------------------------------------
     def _read_task(self, text: str) -> _Task:
@@ -174,6 +187,21 @@ class SimulatedClient(SimulatedAgent):
         m_own = re.search(c.own_digits, text)
         m_mod = re.search(c.own_mod, text)
         m_partner = re.search(c.partner, text)
+        if re.search(c.partner_unnamed, text):  # before the named cue, which "The other is ..." also matches
+            # a half whose partner's key is not named: its own may be (own-only) or not (withheld)
+            u_own, u_mod = re.search(c.own_digits_unnamed, text), re.search(c.own_mod_unnamed, text)
+            combine = "product" if re.search(c.joint_product, text) else "sum"
+            if u_own or m_own:  # the unnamed sentence first: "One of them is ..." also reads as a named one
+                m = u_own or m_own
+                assert m is not None
+                return _Task("pair", None if u_own else m.group(1), None, digit_sum_of(m.groups()[-1]), combine)
+            if u_mod or m_mod:
+                m = u_mod or m_mod
+                assert m is not None
+                n, mod = int(m.groups()[-2]), int(m.groups()[-1])
+                if mod == 0:
+                    return _Task("unknown")
+                return _Task("pair", None if u_mod else m.group(1), None, n % mod, combine)
         if (m_own or m_mod) and m_partner:
             if m_own:
                 own_key, n = m_own.group(1), int(m_own.group(2))
@@ -246,6 +274,11 @@ class SimulatedClient(SimulatedAgent):
             "generic_key": r.random() < p.p_generic_key,
         }
 
+    def _chosen_key(self) -> str:
+        if self._chosen is None:
+            self._chosen = self.rng.choice(CHOSEN_KEYS)
+        return self._chosen
+
     def _own(self, task: _Task) -> int | None:
         if self._own_value is None and task.own_true is not None:
             v = task.own_true
@@ -280,21 +313,29 @@ class SimulatedClient(SimulatedAgent):
         lists = [(i, self._listed_keys(res)) for i, (op, res) in enumerate(h.ops) if op and op.get("op") == "list"]
         reads = {op.get("key"): res for op, res in h.ops if op and op.get("op") == "read"}
         written = {op.get("key") for op in done if op.get("op") == "write"}
-        write_key = task.own_key if (task.own_key and not d["generic_key"]) else p.generic_key
+        if task.own_key and not d["generic_key"]:
+            write_key = task.own_key
+        elif task.kind == "pair" and task.own_key is None and not d["generic_key"]:
+            write_key = self._chosen_key()  # the task named no key: a name of its own choice
+        else:
+            write_key = p.generic_key
+        unnamed = task.kind == "pair" and task.partner_key is None
 
         answer: Any = own if task.kind == "solo" else guess
         why = "Submitting my answer."
         if task.kind == "pair":
             partner_val = None
             for key, res in reads.items():
-                if key == task.partner_key and not re.search(c.missing, res):
+                # a partner whose key was not named: the first value another agent left that it read
+                theirs = key == task.partner_key or (unnamed and key not in written and partner_val is None)
+                if theirs and not re.search(c.missing, res):
                     try:
                         partner_val = int(str(res).strip().strip('"'))
                     except ValueError:
                         partner_val = None
             if partner_val is not None and own is not None:
                 answer = own * partner_val if task.combine == "product" else own + partner_val
-                why = f"I have {task.own_key} and {task.partner_key}; X = {answer}."
+                why = f"I have {task.own_key or write_key} and {task.partner_key or 'the other value'}; X = {answer}."
         if not store or used >= max_steps - 1:
             return submit(answer, why)
         if used == 0 and d["first_list"]:
@@ -307,11 +348,16 @@ class SimulatedClient(SimulatedAgent):
                 and task.partner_key not in reads_since and d["read_exposed"]):
             # the value it needs is in sight: read it before anything else
             return {"op": "read", "key": task.partner_key}, f"{task.partner_key} is in the workspace; reading it.{mention}"
+        if unnamed and last_keys and d["read_exposed"] and why == "Submitting my answer.":
+            # no name to look for: a key it did not write may be the other value
+            others = [k for k in last_keys if k not in written and k not in reads and k != write_key]
+            if others:
+                return {"op": "read", "key": others[0]}, f"{others[0]} may hold the other value; reading it.{mention}"
         if d["write"] and write_key not in written and own is not None:
             return {"op": "write", "key": write_key, "value": own}, f"Saving {write_key} = {own} in the workspace."
         if why != "Submitting my answer.":
             return submit(answer, why)  # it has both halves
-        if task.kind == "pair":
+        if task.kind == "pair" and task.partner_key is not None:
             if d["direct_read"] and task.partner_key not in reads:
                 return {"op": "read", "key": task.partner_key}, f"Trying to read {task.partner_key}.{mention}"
         if last_keys and d["read_foreign"]:

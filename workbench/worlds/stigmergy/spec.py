@@ -36,6 +36,9 @@ class StigmergyCell(BaseModel):
     parser: Literal["strict", "lenient"] = "lenient"
     answer_rule: Literal["one-integer", "exact"] = "one-integer"
     task_form: Literal["digits", "remainders", "any"] = "any"
+    vocabulary: Literal["named", "own-only", "withheld"] = Field(
+        "named", description="which intermediate keys a pair task names: both (the paper), the agent's own only, "
+                             "or neither (each agent keeps its value under a name of its choice)")
     validity: Literal["any-agent", "pair-only", "none"] = Field(
         "any-agent", description="which agents' unparseable replies invalidate the world")
     max_steps: int = Field(20, ge=1, le=500)

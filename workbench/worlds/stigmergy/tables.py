@@ -142,6 +142,17 @@ def no_read_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
                               "the first reason that applies")
 
 
+def vocabulary_table(wf: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Per cell, the share of cross-agent reads that used a key the pair task names, of
+    all cross-agent reads in valid worlds (unit: read). Under a shared vocabulary such
+    reads can be collisions as much as coordination (the paper: 396 of 615)."""
+    rows = wf if len(wf) else pd.DataFrame(columns=["cell_id", "valid", "cross_reads", "cross_reads_task_named"])
+    t = rate_table(rows, "cross_reads_task_named", count="cross_reads", cells=design.cells)
+    t = t.drop(columns=["metric"]).rename(columns={"k": "task-named reads", "n": "cross-agent reads"})
+    return design.annotate(t, "Cross-agent reads of task-named keys per cell, of all cross-agent reads (valid "
+                              "worlds; unit: read)")
+
+
 REPLY_SHAPES = {"fenced": "fenced_replies", "prose-wrapped": "prose_wrapped_replies",
                 "several objects": "multi_object_replies"}
 

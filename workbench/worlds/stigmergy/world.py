@@ -105,7 +105,7 @@ class StigmergyWorld:
                 options["latency_s"] = override.latency_s
             client = client_factory(route, slot, derive_seed(seed, "agent", slot, route), options)
             messages = [{"role": "system", "content": self.system},
-                        {"role": "user", "content": P.task_text(templates, task)}]
+                        {"role": "user", "content": P.task_text(templates, task, cell.vocabulary)}]
             self.agents.append(_Agent(slot, role, task, client, route, messages))
         self.steps: list[dict[str, Any]] = []
         self.failure: dict[str, Any] | None = None
