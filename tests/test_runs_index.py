@@ -70,3 +70,17 @@ def test_runs_table_and_real_agents(two_runs: Path, tmp_path: Path, capsys: pyte
     assert [r["agents"] for r in json.loads(capsys.readouterr().out)] == ["mixed"]
     assert main(["runs", str(tmp_path / "nothing")]) == 0
     assert "no run sets" in capsys.readouterr().out
+
+
+def test_runs_counts_a_batch_directory_once(two_runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A batch directory (one run directory per cell under cells/) is one run set; its cells'
+    directories are not listed again."""
+    import shutil
+
+    batch = tmp_path / "outputs" / "batch"
+    shutil.copytree(two_runs / "a", batch / "cells" / "part-1")
+    shutil.copytree(two_runs / "nested" / "b", batch / "cells" / "part-2")
+    assert main(["runs", str(tmp_path / "outputs"), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["path"], r["cells"], r["planned"], r["finished"], r["failed"], r["runs"]) for r in rows] == \
+        [("batch", 3, 7, 5, 1, 2)]
