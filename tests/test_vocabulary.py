@@ -61,3 +61,19 @@ def test_simulated_agents_act_through_the_wording_and_the_metric_counts_named_re
                       and (s.get("effect") or {}).get("cross_agent") and s["op"]["key"] in {"C_A", "C_B", "R_A", "R_B"})
         assert table["task-named reads"] == by_hand
     assert shares["named"] == pytest.approx(1.0) and shares["withheld"] == 0.0
+
+
+def test_a_new_factor_at_its_default_keeps_recorded_cell_ids():
+    """The 0.1.0 fixture's cells, validated by today's spec, hash to the ids they were
+    recorded under: a study recorded before a factor existed still resumes."""
+    import json
+
+    from tests.conftest import ROOT
+    from workbench.params import cell_hash
+    from workbench.worlds.stigmergy.spec import StigmergyCell
+
+    manifest = json.loads((ROOT / "tests/fixtures/run-0.1.0/manifest.json").read_text())
+    for cid, cell in manifest["cells"].items():
+        assert cell_hash(StigmergyCell.model_validate(cell["spec"])) == cid
+    spec = StigmergyCell.model_validate({**next(iter(manifest["cells"].values()))["spec"], "vocabulary": "withheld"})
+    assert cell_hash(spec) not in manifest["cells"]  # set away from its default, it is part of the design

@@ -124,8 +124,16 @@ class Study:
 
 
 def cell_hash(spec: BaseModel) -> str:
-    data = json.dumps(spec.model_dump(mode="json"), sort_keys=True)
-    return hashlib.sha256(data.encode()).hexdigest()[:10]
+    """A cell's id: a hash of its full design. Fields a kind added after cells were
+    first recorded (its spec's ``HASH_OMITS_DEFAULT``) count only when set away from
+    their default, so an existing study keeps its cell ids, and resumes, when a new
+    factor appears."""
+    data = spec.model_dump(mode="json")
+    fields = type(spec).model_fields
+    for name in getattr(type(spec), "HASH_OMITS_DEFAULT", ()):
+        if name in data and name in fields and data[name] == fields[name].get_default(call_default_factory=True):
+            del data[name]
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def monitor_prompt_path(params_path: Path, monitor: MonitorSpec) -> Path:

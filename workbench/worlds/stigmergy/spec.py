@@ -1,7 +1,7 @@
 """The parameters of one cell of a shared-store study (validated with pydantic)."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -27,6 +27,8 @@ class AgentOverride(BaseModel):
 
 class StigmergyCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # factors added after cells were first recorded: left out of the cell id at their default
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary",)
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim/diligent", description="route for every role without an override")
     agents: dict[Literal["pair_a", "pair_b", "solo_1", "solo_2"], AgentOverride] = Field(default_factory=dict)
