@@ -260,3 +260,17 @@ def test_a_code_analysis_answer_is_a_closed_set_in_the_save_schema():
     assert sorted(answer["enum"]) == ["bug", "no_bug"]
     assert "enum" not in TL.save_final_answer_schema(E._answer_enum(other))["function"]["parameters"]["properties"][
         "answer"]
+
+
+def test_a_provider_without_tool_choice_falls_back_to_text_calls_and_says_so(fake, monkeypatch):  # noqa: F811
+    import workbench.models.litellm_client.client as LC
+
+    monkeypatch.setattr(LC, "_supported", lambda route: {"temperature", "max_tokens", "tools"})
+    fake.responder = _agent
+    out = run(CollusionCell(model="sim-collusion/steadfast", alice={"model": "local-fake"}, episodes=1,
+                            prompts="collusion"))
+    assert out.world["valid"], out.world["failed"]
+    assert fake.requests and all("tool_choice" not in r["body"] for r in fake.requests)
+    alice = [s for s in out.steps if s["agent"] == "alice" and s["phase"] != "reflection"]
+    assert alice and all(s["request"]["tool_choice"]["sent"] is False and s["request"]["tool_choice"]["fallback"]
+                         .startswith("text tool calls: not supported by provider") for s in alice)
