@@ -216,6 +216,11 @@ def test_rule_values_agree_across_wordings_and_take_the_corrected_value() -> Non
     assert rule_value("The brief is due July 22, 2026.") == rule_value("Deadline: 22 July 2026 (court order).") \
         == "date:2026-07-22"
     assert rule_value("The conference moved from March 3, 2026 to March 17, 2026.") == "date:2026-03-17"
+    assert rule_value("Update: the rebalance is now on October 7, 2026 (was September 30, 2026).") == \
+        "date:2026-10-07"
+    assert rule_value("The deadline is July 29, 2026, not July 22, 2026.") == "date:2026-07-29"
+    # two values that are both current (a dose and its interval) are kept as a set
+    assert rule_value("Oxycodone 10 mg every 4 hours.") == "num:10|mg;num:4|hours"
     assert rule_value("Offer: $180,000.") != rule_value("Offer: $240,000.")
     assert rule_value("The contact is Dana Whitfield.") == rule_value("Dana Whitfield remains our contact.")
     assert rule_value("Noted.") is None and rule_value("") is None
@@ -260,3 +265,16 @@ def test_a_short_context_loses_what_no_longer_fits_and_memory_conditions_may_add
     w = run_cell(path, 2, [0])[0].world
     assert w["retrieval"]["memory"] and w["retrieval"]["conversation"]
     assert all(r["context"]["entry_ids"] and r["context"]["conversation_turns"] for r in w["recalls"])
+
+
+def test_a_statement_of_several_values_agrees_with_one_of_them_and_conflicts_with_another() -> None:
+    table = {"Oxycodone 10 mg every 4 hours.": (1.0, 0.0, 0.0), "Dose: 10 mg.": (0.0, 1.0, 0.0),
+             "Oxycodone 5 mg every 4 hours.": (0.0, 0.0, 1.0)}
+    mem = VectorMemory(TableEmbedder(table), Weights(), invalidation=True, compare_wording=False)
+    mem.add("Dose: 10 mg.", author_role="nurse", authority=0.4, turn=1, fact_id="F1", value="num:10|mg")
+    r = mem.add("Oxycodone 10 mg every 4 hours.", author_role="attending_physician", authority=1.0, turn=2,
+                fact_id="F1", value="num:10|mg;num:4|hours")
+    assert r.removed == () and [c.type for c in r.conflicts] == ["duplicate"]
+    r2 = mem.add("Oxycodone 5 mg every 4 hours.", author_role="attending_physician", authority=1.0, turn=3,
+                 fact_id="F1", value="num:5|mg;num:4|hours")
+    assert [e.text for e in r2.removed] == ["Dose: 10 mg."]  # shares the interval, not the dose: a conflict

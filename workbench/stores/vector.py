@@ -27,11 +27,13 @@ and never defines conflict, so this is our definition:
   similarity threshold means different things for different embedders: lexical vectors
   put "July 22" and "July 29" at about 0.7, MiniLM at 0.99.
 - what an entry SAYS is its ``value`` when the caller gives one (a date, an amount, a
-  dose: the caller decides how it is found; compared normalised), else its normalised
-  text (case-folded, whitespace collapsed, outer punctuation stripped). Two entries
-  about the same fact CONFLICT when both have values and the values differ, or neither
-  has a value and the texts differ. They AGREE when they say the same (so two
-  paraphrases stating the same value agree). An entry with a value and one without
+  dose: the caller decides how it is found; compared normalised; several values
+  separated by ``VALUE_SEP`` ";" form a set), else its normalised text (case-folded,
+  whitespace collapsed, outer punctuation stripped). Two entries about the same fact
+  AGREE when they say the same: equal texts, or value sets one of which holds the
+  other ("10 mg; 4 hours" and "10 mg"), so two paraphrases stating the same value
+  agree. They CONFLICT when both have values and neither set holds the other, or
+  neither has a value and the texts differ. An entry with a value and one without
   neither conflict nor agree: nothing decides between them, both are kept. With
   ``compare_wording=False`` wording never decides: two entries without a value
   conflict with nothing (they agree only when their normalised texts are equal).
@@ -174,6 +176,8 @@ class AddResult:
 
 
 _SPACE = re.compile(r"\s+")
+#: Separates the values of an entry that states several ("10 mg every 4 hours": a dose and an interval).
+VALUE_SEP = ";"
 
 
 def normalise_text(text: str) -> str:
@@ -289,9 +293,17 @@ class VectorMemory:
         return vecs
 
     @staticmethod
-    def _says(value: str | None, norm_text: str) -> tuple[str, str]:
-        """What an entry states, for comparison: its value when known, else its wording."""
-        return ("value", normalise_text(value)) if value is not None else ("text", norm_text)
+    def _says(value: str | None, norm_text: str) -> tuple[str, frozenset[str]]:
+        """What an entry states, for comparison: its values when known (the parts of
+        ``value`` split at ``VALUE_SEP``), else its wording."""
+        if value is None:
+            return ("text", frozenset([norm_text]))
+        return ("value", frozenset(p for p in (normalise_text(x) for x in value.split(VALUE_SEP)) if p))
+
+    @staticmethod
+    def _agree(a: frozenset[str], b: frozenset[str]) -> bool:
+        """Values agree when one entry states all the other does ("10 mg every 4 hours" and "10 mg")."""
+        return a <= b or b <= a
 
     def _about_same(self, fields: dict[str, Any], vector: np.ndarray) -> tuple[list[int], list[int]]:
         """Positions of live entries about the same fact as a would-be entry that conflict
@@ -309,7 +321,7 @@ class VectorMemory:
         conflicting, agreeing = [], []
         for i in np.nonzero(about_same)[0].tolist():
             other = self._says(self._entries[i].value, self._norm_texts[i])
-            if other == says:
+            if other[0] == says[0] and (other == says or says[0] == "value" and self._agree(other[1], says[1])):
                 agreeing.append(i)
             elif other[0] == says[0] and (says[0] == "value" or self.compare_wording):
                 conflicting.append(i)  # a value and a wording are never compared
@@ -419,4 +431,4 @@ class VectorMemory:
                 for r, i in enumerate(order.tolist(), start=1)]
 
 
-__all__ = ["CONFLICT_TYPES", "AddResult", "Conflict", "Hit", "MemoryEntry", "VectorMemory", "Weights", "normalise_text"]
+__all__ = ["CONFLICT_TYPES", "VALUE_SEP", "AddResult", "Conflict", "Hit", "MemoryEntry", "VectorMemory", "Weights", "normalise_text"]

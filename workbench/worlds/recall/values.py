@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from workbench.stores.vector import VALUE_SEP
+
 _STOP = frozenset("""a an the and or of to in on at for by with from as is are was were be been being this that these
 those it its what which who whom whose when where how why do does did current currently now our your their his her
 we you they i me my us them has have had will would shall should can could may might must not no yes than then
@@ -111,7 +113,10 @@ def canonical_values(text: str) -> set[str]:
 
 
 
-_UPDATE = re.compile(r"(?i)\b(?:to|now|instead|corrected|changed|moved|revised|updated|replaced|amended|is|are)\b")
+_UPDATE = re.compile(r"(?i)\b(?:to|now|instead|corrected|changed|moved|revised|updated|replaced|amended|lowered|"
+                     r"raised|increased|reduced)\b")
+_OLD = re.compile(r"(?i)\b(?:was|were|previously|formerly|instead of|rather than|not|from)\b[^;)]*?"
+                  r"(?=;|\)|\.\s|\.$|,\s+(?:and|but|so)\b|$)")
 _CANONICAL = re.compile(r"^(date|num|name):\S")
 _NONE = re.compile(r"(?i)^\W*(none|no value|n/?a|unknown)\W*$")
 
@@ -132,13 +137,17 @@ def rule_value(text: str | None) -> str | None:
         return None
     vals = _scored_values(text)
     if len(vals) > 1:  # a correction names the old value and the new one: the clause after the last cue
+        clause = text
         for cut in reversed([m.end() for m in _UPDATE.finditer(text)]):
-            tail = _scored_values(text[cut:])
-            if tail:
-                vals = tail
+            if _scored_values(text[cut:]):
+                clause = text[cut:]
                 break
+        vals = _scored_values(clause)
+        if len(vals) > 1:  # "July 29, not July 22", "(was September 30)": the old value is said as old
+            current = _scored_values(_OLD.sub(" ", clause))
+            vals = current or vals
     if vals:
-        return " ".join(sorted(vals))
+        return VALUE_SEP.join(sorted(vals))
     names = sorted(_names(text))
     return "name:" + " ".join(names) if names else None
 

@@ -46,7 +46,9 @@ Records written in the world record (besides the script, cell, agents, steps):
     :mod:`workbench.worlds.recall.values`: the script's ``value`` field when
     there is one, else found by rule or, with ``values: judge``, by the judge
     model (a step of purpose "value", agent ``value_judge``), else null: a
-    write without a value conflicts with nothing); ``value_source`` in
+    write without a value conflicts with nothing; several current values are
+    joined by ";", and two writes agree when one's values hold the other's);
+    ``value_source`` in
     {"script", "rule", "judge", null}; ``text``; ``entry_id`` (the id given to this
     write, also when refused); ``entry`` (the stored entry, null when
     refused); ``refused`` (bool); ``refused_by`` (winner id or null);
