@@ -189,6 +189,11 @@ def test_bundle_works_from_file(smoke: Path, tmp_path: Path) -> None:
             page.go_back()
             page.wait_for_selector("body[data-ready='1']")
             assert _count(page) == (3, 24) and page.input_value("select[data-col='condition']") == "private"
+            # the cells table links each cell to its worlds
+            page.locator("#cells ~ div a", has_text="sim/diligent · no-store").click()
+            page.wait_for_function("document.getElementById('wb-count').textContent.startsWith('1–3 of 3 ')")
+            assert page.input_value("select[data-col='condition']") == "\u0000"
+            assert set(_column(page, "condition")) == {"no-store"}
         finally:
             browser.close()
     assert left == [], f"requests off the bundle: {left}"

@@ -221,6 +221,16 @@ INDEX_JS = r"""
   }
   head();
   loadHash();
+  // a link to a state (the cells table's): start from no filter, apply it, show the rows
+  window.addEventListener('hashchange', function () {
+    if (location.hash.indexOf('=') < 0) return;
+    state = {sort: null, desc: false, page: 0, size: state.size, filters: {}, words: [], query: ''};
+    $('wb-search').value = '';
+    Object.keys(controls).forEach(function (n) { var el = controls[n]; el.value = el.tagName === 'SELECT' ? '\u0000' : ''; });
+    loadHash();
+    draw();
+    $('worlds').scrollIntoView();
+  });
   $('wb-search').addEventListener('input', function (ev) {
     state.query = ev.target.value.trim();
     state.words = ev.target.value.toLowerCase().split(/\s+/).filter(Boolean); state.page = 0;

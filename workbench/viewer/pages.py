@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -36,17 +37,35 @@ def _doc(title: str, body: str, head: str = "") -> str:
             f"<body>{body}</body></html>")
 
 
-def table_html(frame: pd.DataFrame, numeric: Sequence[str] = ()) -> str:
-    """A frame as a plain table, every header and value escaped."""
+def table_html(frame: pd.DataFrame, numeric: Sequence[str] = (), links: Sequence[str | None] | None = None,
+               link_column: str = "") -> str:
+    """A frame as a plain table, every header and value escaped; ``links`` (one per row, or None) make
+    ``link_column``'s cells links."""
     if frame.empty:
         return "<p><i>no rows</i></p>"
     head = "".join(f"<th>{esc_html(c)}</th>" for c in frame.columns)
     body = []
-    for row in frame.itertuples(index=False):
-        body.append("<tr>" + "".join(
-            f"<td style='text-align:right'>{esc_html(_cell(v))}</td>" if c in numeric or isinstance(v, int | float)
-            else f"<td>{esc_html(_cell(v))}</td>" for c, v in zip(frame.columns, row)) + "</tr>")
+    for i, row in enumerate(frame.itertuples(index=False)):
+        cells = []
+        for c, v in zip(frame.columns, row):
+            text = esc_html(_cell(v))
+            if links is not None and c == link_column and links[i]:
+                text = f"<a href='{esc_html(links[i])}'>{text}</a>"
+            right = c in numeric or (isinstance(v, int | float) and not isinstance(v, bool))
+            cells.append(f"<td style='text-align:right'>{text}</td>" if right else f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<div class='wb-box'><table class='wb-grid'><tr>{head}</tr>{''.join(body)}</table></div>"
+
+
+def cell_links(usage: pd.DataFrame) -> list[str | None]:
+    """Per row of the cells table, the index filtered to that cell (and run set): a #fragment the index reads."""
+    out: list[str | None] = []
+    for _, r in usage.iterrows():
+        parts = [f"x.cell={quote(str(r['cell']))}"]
+        if "run set" in usage.columns:
+            parts.append(f"x.{quote('run set')}={quote(str(r['run set']))}")
+        out.append("#" + "&".join(parts))
+    return out
 
 
 def _cell(v: Any) -> str:
@@ -118,9 +137,10 @@ def index_page(run_sets: Sequence[RunSet], index: Index, usage: pd.DataFrame,
         "<option selected>50</option><option>100</option><option>500</option></select></label></div>"
         "<div class='wb-box'><table id='wb-index' class='wb-grid'><thead></thead><tbody></tbody></table></div>"
         "<h2 id='cells'>Cells: tokens, cost and latency</h2><p class='wb-note'>Per cell, over every model call of its "
-        "worlds: tokens, cost (USD, as the client reported it), latency per call (median and 95th percentile, "
-        "seconds), retries (failed tries before the kept one), calls retried, and calls that ended in an error.</p>"
-        + table_html(usage) + cmp_html
+        "worlds (click a cell to list its worlds): tokens, cost (USD, as the client reported it), latency per call "
+        "(median and 95th percentile, seconds), retries (failed tries before the kept one), calls retried, "
+        "and calls that ended in an error.</p>"
+        + table_html(usage, links=cell_links(usage) if len(usage) else None, link_column="cell") + cmp_html
         + "<script src='mode.js'></script><script src='data/index.js'></script>"
         f"<script>{INDEX_JS}</script>")
     return _doc(f"workbench view: {names}", body)
