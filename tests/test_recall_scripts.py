@@ -561,3 +561,17 @@ def test_generated_scripts_vary_their_wording() -> None:
             kind = t["failure_mode"] or ("statement" if t["fact_id"] else "other")
             shapes.setdefault(kind, set()).add(text if t["is_recall"] or t["fact_id"] else "")
     assert len(shapes["statement"]) >= 10 and all(len(shapes[m]) >= 3 for m in FAILURE_MODES), shapes
+
+
+def test_the_shipped_study_plays_every_script_ten_times_under_every_condition() -> None:
+    from workbench.params import load_study
+    from workbench.worlds.recall.spec import CONDITIONS
+    from workbench.worlds.recall.world import cell_scripts
+
+    study = load_study(ROOT / "params" / "recall.yaml")
+    assert {c.spec.condition for c in study.cells} == set(CONDITIONS)
+    for c in study.cells:
+        n = len(cell_scripts(c.spec, study.base_dir))
+        assert n >= 30 and study.worlds_per_cell == 10 * n, (c.spec.describe(), n, study.worlds_per_cell)
+    header = (ROOT / "params" / "recall.yaml").read_text(encoding="utf-8").split("world:", 1)[0]
+    assert f"{n} shipped scenario scripts" in header and "10 repetitions" in header and f"= {10 * n}" in header
