@@ -4,6 +4,7 @@ library's ``http.server``; a world page that is not written yet is rendered when
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -68,9 +69,24 @@ def make_server(dirs: Sequence[str | Path], *, host: str = "127.0.0.1", port: in
 def serve(dirs: Sequence[str | Path], *, host: str = "127.0.0.1", port: int = 8765, ignore: Sequence[str] = (),
           quiet: bool = True) -> None:
     """Serve until interrupted; prints the address on stdout first."""
-    server, site = make_server(dirs, host=host, port=port, ignore=ignore, quiet=quiet)
+    import signal
+
+    def stop(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM ends it as Ctrl-C does: the folder of drawn pages is removed
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+    root = Path(tempfile.mkdtemp(prefix="workbench-view-"))
+    try:
+        _serve(dirs, root, host=host, port=port, ignore=ignore, quiet=quiet)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)  # the pages it drew go with it
+
+
+def _serve(dirs: Sequence[str | Path], root: Path, *, host: str, port: int, ignore: Sequence[str], quiet: bool) -> None:
+    server, site = make_server(dirs, host=host, port=port, site_dir=root, ignore=ignore, quiet=quiet)
     h, p = server.server_address[:2]
-    print(f"workbench view: {len(site.index.worlds)} worlds at http://{h!s}:{p}/ (files in {site.root}; Ctrl-C stops)",
+    print(f"workbench view: {len(site.index.worlds)} worlds at http://{h!s}:{p}/ (Ctrl-C stops)",
           flush=True)
     try:
         server.serve_forever()
