@@ -314,3 +314,28 @@ def test_ten_thousand_worlds_index_draws_one_page(smoke: Path, tmp_path: Path) -
             assert left == []
         finally:
             browser.close()
+
+
+def test_a_kind_without_viewer_module_gets_the_kind_free_page(tmp_path: Path, monkeypatch) -> None:
+    """A fourth kind (tests/echo_kind.py) that the viewer knows nothing of: its worlds are listed and each page
+    shows its replies (escaped), usage and metrics."""
+    import yaml
+
+    from tests import echo_kind
+    from workbench.cli import main
+    from workbench.viewer.data import load_run_sets
+    from workbench.viewer.site import build_site
+
+    echo_kind.install()
+    try:
+        monkeypatch.chdir(tmp_path)
+        path = tmp_path / "echo.yaml"
+        path.write_text(yaml.safe_dump({"world": "echo", "name": "echo-study", "seed": 4, "worlds_per_cell": 2,
+                                        "cells": [{"label": "short", "steps": 2}]}, sort_keys=False))
+        assert main(["-q", "run", str(path), "--out", str(tmp_path / "run")]) == 0
+        site = build_site(load_run_sets([tmp_path / "run"]), tmp_path / "site", examples=1)
+        assert len(site.index.rows) == 2 and len(site.pages) == 1
+        html = next((tmp_path / "site" / "worlds" / "r0").glob("*.html")).read_text()
+        assert "id='replies'" in html and "id='model-calls'" in html and "could not draw" not in html
+    finally:
+        echo_kind.uninstall()
