@@ -774,7 +774,14 @@ def judge_table(judgments: pd.DataFrame, tf: pd.DataFrame | None = None) -> pd.D
                      "no: unverified": int((status == "unverified").sum()),
                      "no: failed": int(status.isin(["unparseable", "error"]).sum()),
                      "trajectories with a yes": int(g[g["yes_"]]["world_id"].nunique())})
-    return pd.DataFrame(rows, columns=JUDGE_COLUMNS)
+    out = pd.DataFrame(rows, columns=JUDGE_COLUMNS)
+    if tf is not None and len(tf) and len(out):  # cells in run order, as in every other table
+        order = {cid: i for i, cid in enumerate(_cell_order(tf))}
+        out = out.sort_values(["judge", "route"], kind="stable")
+        out = out.iloc[sorted(range(len(out)), key=lambda i: (out["judge"].iloc[i], str(out["route"].iloc[i]),
+                                                             order.get(out["cell_id"].iloc[i], len(order))))]
+        out = out.reset_index(drop=True)
+    return out
 
 
 def judge_onsets(judgments: pd.DataFrame, tf: pd.DataFrame) -> pd.DataFrame:
