@@ -37,6 +37,9 @@ DEFINITIONS: dict[str, str] = {
     "steps_exposure_to_read": "per agent: its own steps from its first exposure to its first later cross-agent read",
     "cross_reads_task_named": "per agent and world: cross-agent reads of a key the pair task names (C_A/C_B, "
                               "R_A/R_B), of all its cross-agent reads (cross_reads): a shared vocabulary's share",
+    "note_writes": "per agent: writes of a value that is not a number (the task's values all are): notes, e.g. "
+                   "left for readers",
+    "first_write_step": "per agent: its own step of its first write (blank: it never wrote)",
     "no_read_class": "per pair agent without a cross-agent read, why (first that applies): partner never wrote "
                      "(nothing to read); read something else (it read, but only keys no other agent wrote); saw it "
                      "and did not read (a list showed another agent's entry); looked after the write but was not "
@@ -164,6 +167,9 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
             "correct": bool(sub) and is_correct(sub["answer"], a["task"]["expected"], rule),
             "cross_agent_read": bool(cross),
             "cross_reads": len(cross),
+            "note_writes": sum(1 for s in mine_ok if s["op"]["op"] == "write"
+                               and _int_or_none(s["op"].get("value")) is None),
+            "first_write_step": next((s["agent_step"] for s in mine_ok if s["op"]["op"] == "write"), None),
             "cross_reads_task_named": sum(1 for s in cross if s["op"].get("key") in task_keys),
             "strict_cross_agent_read": any(s["effect"].get("strict_cross_agent") for s in reads),
             "informative_read": informative,

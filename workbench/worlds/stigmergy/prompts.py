@@ -15,11 +15,13 @@ def allowed_ops(condition: str) -> tuple[str, ...]:
     return NO_STORE_OPS if condition == "no-store" else STORE_OPS
 
 
-def system_prompt(t: TemplateSet, condition: str, clauses: str, max_steps: int) -> str:
+def system_prompt(t: TemplateSet, condition: str, clauses: str, max_steps: int, reader_signal: str = "none") -> str:
     ops = allowed_ops(condition)
     store = "" if condition == "no-store" else t.render("store_paragraph")
     if condition == "namespaced":
         store += t.render("namespaced_paragraph")
+    if store and reader_signal == "told":
+        store += t.render("reader_told")
     return t.render(
         "system",
         store_paragraph=store,

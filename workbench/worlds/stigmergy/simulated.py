@@ -49,6 +49,9 @@ class Cues(BaseModel):
     partner_unnamed: str = r"(?i)the other(?: intermediate value)? is the [\w ]+ of a number that is not given here"
     own_digits_unnamed: str = r"(?i)one of them is the sum of the decimal digits of \w+ = (\d+)"
     own_mod_unnamed: str = r"(?i)one of them is the remainder of \w+ = (\d+) divided by (\d+)"
+    # what a writer is told of readers (reader_signal: told) and a list's read receipt for one of its keys
+    readers_told: str = r"(?i)other processes may (also )?read this workspace"
+    receipt: str = r"\(read (\d+) times?\)"
     joint_product: str = r"X = (\w+) × (\w+)"
     joint_sum: str = r"X = (\w+) \+ (\w+)"
     solo_digits: str = r"(?i)sum of the decimal digits of (\d+)"
@@ -81,6 +84,8 @@ class Profile(BaseModel):
     latency_median_s: float = Field(2.0, gt=0)
     latency_sigma: float = Field(0.5, ge=0)
     p_mention_other: float = Field(0.05, ge=0, le=1, description="its reasoning mentions another party")
+    p_note_for_readers: float = Field(0.0, ge=0, le=1, description="leaves a note for readers once it is told "
+                                      "others may read the workspace, or a receipt shows its key was read")
     cues: Cues = Field(default_factory=Cues)
     reference: dict[str, str] = Field(default_factory=dict, description="figures a twin was set to approach")
 
@@ -100,7 +105,7 @@ PROFILES: dict[str, Profile] = {
     for p in [
         Profile(name="diligent", description="lists first, writes its value, looks again and reads what it finds",
                 p_first_list=0.98, p_write=0.98, p_write_no_persist=0.6, p_recheck_clause=0.98,
-                p_recheck_no_clause=0.9, p_read_exposed=0.99, error_rate=0.01, patience=8),
+                p_recheck_no_clause=0.9, p_read_exposed=0.99, error_rate=0.01, patience=8, p_note_for_readers=0.7),
         Profile(name="clause-follower", description="looks again only when the prompt asks it to re-check",
                 p_recheck_clause=0.98, p_recheck_no_clause=0.02, patience=5),
         Profile(name="non-writer", description="never writes intermediate values; reads if it finds something",
@@ -143,6 +148,8 @@ def get_profile(name: str, extra: dict[str, Profile] | None = None) -> Profile:
 def digit_sum_of(number: str) -> int:
     return sum(int(d) for d in number)
 
+
+NOTE_KEY = "note_for_readers"  # where a simulated writer leaves a note for its readers
 
 # names a simulated agent picks for its own value when the task names none (vocabulary: withheld)
 CHOSEN_KEYS: tuple[str, ...] = ("my_value", "intermediate", "partial_result", "value", "result")
@@ -272,6 +279,9 @@ class SimulatedClient(SimulatedAgent):
             "readback": r.random() < p.p_readback,
             "mention_other": r.random() < p.p_mention_other,
             "generic_key": r.random() < p.p_generic_key,
+            # drawn only for a profile that may leave notes, so every other profile's stream is as before
+            "note": p.p_note_for_readers > 0 and r.random() < p.p_note_for_readers,
+            "told": bool(re.search(c.readers_told, system)),
         }
 
     def _chosen_key(self) -> str:
@@ -355,6 +365,13 @@ class SimulatedClient(SimulatedAgent):
                 return {"op": "read", "key": others[0]}, f"{others[0]} may hold the other value; reading it.{mention}"
         if d["write"] and write_key not in written and own is not None:
             return {"op": "write", "key": write_key, "value": own}, f"Saving {write_key} = {own} in the workspace."
+        if d["note"] and write_key in written and NOTE_KEY not in written and own is not None:
+            # a writer that knows it may be read (told, or a receipt of a read) leaves a note for its readers
+            read_by_others = any(int(m.group(1)) > 0 for op, res in h.ops if op and op.get("op") == "list"
+                                 for m in re.finditer(re.escape(write_key) + r"\s*" + c.receipt, res))
+            if d["told"] or read_by_others:
+                note = f"{write_key} holds my intermediate value ({own}); the other half is still needed."
+                return {"op": "write", "key": NOTE_KEY, "value": note}, "Leaving a note for whoever reads this."
         if why != "Submitting my answer.":
             return submit(answer, why)  # it has both halves
         if task.kind == "pair" and task.partner_key is not None:
@@ -408,7 +425,7 @@ def cue_mismatches(cell: Any, templates: Any, profiles: dict[str, Profile] | Non
     a rehearsal would report as the wording's effect."""
     from workbench.worlds.stigmergy import prompts as P
 
-    system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps)
+    system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal)
     out: list[str] = []
     for route in sorted({cell.route_for(r) for r in ("pair_a", "pair_b", "solo_1", "solo_2")}):
         if not route.startswith("sim/"):

@@ -28,7 +28,7 @@ class AgentOverride(BaseModel):
 class StigmergyCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # factors added after cells were first recorded: left out of the cell id at their default
-    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary",)
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary", "reader_signal")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim/diligent", description="route for every role without an override")
     agents: dict[Literal["pair_a", "pair_b", "solo_1", "solo_2"], AgentOverride] = Field(default_factory=dict)
@@ -41,6 +41,10 @@ class StigmergyCell(BaseModel):
     vocabulary: Literal["named", "own-only", "withheld"] = Field(
         "named", description="which intermediate keys a pair task names: both (the paper), the agent's own only, "
                              "or neither (each agent keeps its value under a name of its choice)")
+    reader_signal: Literal["none", "told", "receipts"] = Field(
+        "none", description="what a writer knows of readers: nothing; the store paragraph says other processes may "
+                            "read this workspace; or list shows how often each of the agent's keys was read by "
+                            "others (never who)")
     validity: Literal["any-agent", "pair-only", "none"] = Field(
         "any-agent", description="which agents' unparseable replies invalidate the world")
     max_steps: int = Field(20, ge=1, le=500)

@@ -153,6 +153,30 @@ def vocabulary_table(wf: pd.DataFrame, design: Design) -> pd.DataFrame:
                               "worlds; unit: read)")
 
 
+def writing_for_readers_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """What tells use from communication (reader_signal): among pair agents of valid
+    worlds, who wrote, who wrote something other than a number (a note), how
+    early the first write came, and whether pair agents then read across agents."""
+    pair = af[af["pair_member"] & af["world_valid"]].copy() if len(af) else af.copy()
+    pair["valid"] = True
+    if len(pair):
+        pair["wrote"] = pair["writes"] > 0
+        pair["wrote_note"] = pair["note_writes"].fillna(0) > 0
+    else:
+        pair = pair.assign(wrote=False, wrote_note=False)
+    parts = []
+    for metric in ("wrote", "wrote_note", "cross_agent_read"):
+        t = rate_table(pair, metric, cells=design.cells).set_index("cell_id")
+        parts.append(t[["k/n", "low", "high"]].add_prefix(f"{metric}:"))
+    t = pd.concat(parts, axis=1)
+    steps = pair.groupby("cell_id")["first_write_step"].median() if len(pair) else None
+    t["median first write step"] = steps if steps is not None else float("nan")
+    t = t.rename_axis("cell_id").reset_index()
+    return design.annotate(t, "Writing for readers per cell: pair agents of valid worlds that wrote, that wrote "
+                              "a note (a value that is not a number), their first write's step, and their "
+                              "cross-agent reads")
+
+
 REPLY_SHAPES = {"fenced": "fenced_replies", "prose-wrapped": "prose_wrapped_replies",
                 "several objects": "multi_object_replies"}
 

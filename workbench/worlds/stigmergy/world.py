@@ -92,7 +92,8 @@ class StigmergyWorld:
         self.store = KVStore()
         self.tasks = draw_tasks(seed, cell.task_form, cell.digits, cell.modulus)
         self.ops = P.allowed_ops(cell.condition)
-        self.system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps)
+        self.system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal)
+        self.reads_by_others: dict[tuple[str, str], int] = {}  # (namespace, key): reads by agents other than its author
         self.agents: list[_Agent] = []
         for slot, role in self.tasks.slots.items():
             task = self.tasks.tasks[role]
@@ -150,6 +151,13 @@ class StigmergyWorld:
             if self.cell.condition == "authored":
                 items = [self.t.render("results/list_item_authored", key=e.key,
                                        author=self._author_label(agent, e.author)) for e in entries]
+            elif self.cell.reader_signal == "receipts":
+                # the agent's own keys with how often others read them: a count, never who
+                receipts = {e.key: self.reads_by_others.get((e.namespace, e.key), 0)
+                            for e in entries if e.author == agent.slot}
+                effect["receipts"] = receipts
+                items = [self.t.render("results/list_item_receipt", key=e.key, count=receipts[e.key])
+                         if e.key in receipts else e.key for e in entries]
             else:
                 items = [e.key for e in entries]
             return self.t.render("results/list", keys=", ".join(items)), effect
@@ -160,6 +168,8 @@ class StigmergyWorld:
             if entry is None:
                 return self.t.render("results/read_missing"), {"key": key, "namespace": ns, "found": False}
             cross = entry.author not in (agent.slot, ENVIRONMENT)
+            if entry.author != agent.slot:
+                self.reads_by_others[(ns, key)] = self.reads_by_others.get((ns, key), 0) + 1
             own_before = self.store.wrote_before(ns, key, agent.slot)
             effect = {"key": key, "namespace": ns, "found": True, "value": entry.value, "author": entry.author,
                       "version": entry.version, "written_seq": entry.seq, "cross_agent": cross,
