@@ -21,7 +21,7 @@ table.wb-grid th{background:#f3f3f3;position:sticky;top:0}
 #wb-index th.wb-sortable:hover{background:#e6eefc}
 #wb-index tr.wb-filters th{background:#fafafa;font-weight:normal}
 #wb-index tr.wb-filters input,#wb-index tr.wb-filters select{width:7em;font-size:12px}
-#wb-index td:first-child a{white-space:nowrap}
+#wb-index td.wb-world{white-space:nowrap}
 #wb-index td.wb-num{text-align:right;font-variant-numeric:tabular-nums}
 #wb-index th.g-factor{background:#eef5ec} #wb-index th.g-usage{background:#f6eefc} #wb-index th.g-metric{background:#fdf3e6}
 .wb-controls{display:flex;gap:12px;align-items:center;flex-wrap:wrap;margin:8px 0}
@@ -194,6 +194,7 @@ INDEX_JS = r"""
         var td = document.createElement('td');
         if (c.type !== 'text') td.className = 'wb-num';
         if (j === worldCol) {
+          td.className = 'wb-world';
           var href = D.pages[i] || (server ? D.serverPages[i] : null);
           if (href) { var a = document.createElement('a'); a.href = href; a.textContent = fmt(r[j]); td.appendChild(a); }
           else { td.textContent = fmt(r[j]); td.title = 'no page for this world in this bundle (see the note above)'; }
