@@ -709,7 +709,7 @@ EXAMPLES = {
     "export inspect": "workbench export inspect outputs/demo --out outputs/demo/inspect",
     "runs": "workbench runs outputs",
     "view": "workbench view outputs/smoke outputs/demo --port 8765",
-    "plan": "workbench plan params/main.yaml --rehearse 20 --assume 'sim/twin-gpt-5-nano · store=0.3'",
+    "plan": "workbench plan params/main.yaml --rehearse 20 --half-width 0.1",
 }
 
 
