@@ -1,6 +1,7 @@
 """Episode-level checkpoints of collusion trajectories: a world cut short continues from its
 last finished episode with the same memory and client positions, and its records equal an
-uninterrupted run's (apart from run numbers, wall-clock timings and the resume note)."""
+uninterrupted run's (apart from the run number and wall-clock timings, where the resume note
+is kept), and replay through the engine verifies them."""
 from __future__ import annotations
 
 import asyncio
@@ -23,12 +24,12 @@ from workbench.worlds.collusion import world_checkpoint as CK
 from workbench.worlds.collusion.spec import CollusionCell
 
 ROOT = Path(__file__).resolve().parents[1]
-VOLATILE = {"timing", "run", "resume", "wall_s"}
+VOLATILE = {"timing", "run", "wall_s"}
 
 
 def stable(value: Any) -> Any:
-    """A record without what differs between any two runs of the same world (wall-clock
-    timings, the run number) and the resume note."""
+    """A record without what differs between any two runs of the same world: wall-clock
+    timings (with the resume note) and the run number."""
     if isinstance(value, dict):
         return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
     if isinstance(value, list):
@@ -47,7 +48,7 @@ def test_a_trajectory_resumes_from_its_last_finished_episode(tmp_path):
     cell = CollusionCell(model="sim-collusion/pragmatic", alice={"script": script(8, "from alice")}, episodes=8,
                          sequences=1, prompts="collusion")
     whole = run(cell, tmp_path / "a")
-    assert whole.world["valid"] and whole.world["resume"] is None
+    assert whole.world["valid"] and "resumed" not in whole.world["timing"]
     lines = (tmp_path / "a" / "c-0000.collusion.jsonl").read_bytes().splitlines(keepends=True)
     assert len(lines) == 1 + 8  # header, then one line per finished episode
     # as a kill in episode 6 leaves it: five whole episodes and a torn line
@@ -67,12 +68,11 @@ def test_a_trajectory_resumes_from_its_last_finished_episode(tmp_path):
         return client
 
     resumed = run(cell, tmp_path / "b", run_no=2, fac=counting)
-    assert resumed.world["resume"] == {"episodes_restored": 5, "from_runs": [1], "discarded": None}
+    assert resumed.world["timing"]["resumed"] == {"episodes_restored": 5, "from_runs": [1], "discarded": None}
     assert calls and all(c.startswith(("=== Episode 6 ", "=== Episode 7 ", "=== Episode 8 ")) for c in calls)
     assert stable(resumed.world) == stable(whole.world)
     assert stable(resumed.steps) == stable(whole.steps)
-    assert {s["run"] for s in resumed.steps if s["episode"] <= 5} == {1}
-    assert {s["run"] for s in resumed.steps if s["episode"] >= 6} == {2}
+    assert {s["run"] for s in resumed.steps} == {2} == {resumed.world["run"]}
     # the torn line was cut and episodes 6-8 appended: the file equals the uninterrupted one's
     again = (tmp_path / "b" / "c-0000.collusion.jsonl").read_bytes().splitlines()
     assert len(again) == 9 and [json.loads(x)["episode"] for x in again[1:]] == list(range(1, 9))
@@ -83,7 +83,7 @@ def test_a_checkpoint_of_another_setting_is_discarded(tmp_path):
     first = run(cell, tmp_path)
     other = cell.model_copy(update={"feedback": "full"})
     out = run(other, tmp_path)
-    assert out.world["resume"] == {"episodes_restored": 0, "discarded": CK_REASON}
+    assert out.world["timing"]["resumed"] == {"episodes_restored": 0, "discarded": CK_REASON}
     fresh = run(other, None)
     assert stable(out.world["episodes"]) == stable(fresh.world["episodes"])
     assert stable(first.world["episodes"]) != stable(fresh.world["episodes"])
@@ -156,7 +156,15 @@ def test_kill_9_in_episode_6_and_resume_reproduce_the_uninterrupted_trajectory(t
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     w_whole, s_whole = _records(tmp_path / "whole")
     w_cut, s_cut = _records(cut)
-    assert len(w_cut) == 1 and w_cut[0]["resume"]["episodes_restored"] == 5 and w_cut[0]["run"] == 2
+    assert len(w_cut) == 1 and w_cut[0]["timing"]["resumed"]["episodes_restored"] == 5 and w_cut[0]["run"] == 2
     assert len(w_whole[0]["episodes"]) == 8 and w_whole[0]["valid"]
     assert stable(w_cut) == stable(w_whole)
     assert len(s_cut) == len(s_whole) and stable(s_cut) == stable(s_whole)
+    # the loaded run set holds every step of the resumed world, and replay reproduces them
+    from workbench.records import load_run
+
+    loaded = load_run(cut)
+    assert len(loaded.steps[w_cut[0]["world_id"]]) == len(s_whole)
+    v = subprocess.run([sys.executable, "-m", "workbench", "replay", str(cut), "--world", w_cut[0]["world_id"],
+                        "--verify"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert v.returncode == 0 and "identical" in v.stdout, v.stdout + v.stderr

@@ -148,7 +148,9 @@ class CollusionWorld:
         if checkpoint.discarded:
             self.resume = {"episodes_restored": 0, "discarded": checkpoint.discarded}
         for entry in entries:
-            self.recorder.steps.extend(entry["steps"])
+            # a world's steps carry the run of its record (loaders keep a world's steps of that run);
+            # which runs made the restored episodes is in timing.resumed
+            self.recorder.steps.extend({**step, "run": self.run_no} for step in entry["steps"])
             for slot, mem in entry["memory"].items():
                 CK.restore_memory(self.agents[slot].memory, mem)
         if entries:
@@ -196,8 +198,10 @@ class CollusionWorld:
                          "feedback": cell.feedback, "tool_choice": cell.tool_choice,
                          "reasoning_replay": cell.reasoning_replay, "prompts": cell.prompts,
                          "simulation_notes": ablation_notes(cell)},
-            "episodes": episodes, "n_steps": len(self.recorder.steps), "resume": self.resume,
-            "timing": {"wall_s": round(wall_s, 6)},
+            "episodes": episodes, "n_steps": len(self.recorder.steps),
+            # how the run went, not what happened in it (replay and comparisons leave timing out):
+            # episodes restored from a checkpoint, from which runs, or why a checkpoint was discarded
+            "timing": {"wall_s": round(wall_s, 6), **({"resumed": self.resume} if self.resume else {})},
         }
 
 

@@ -9,14 +9,19 @@ and each client's position (the random stream of a simulated agent, the next
 reply of a scripted or replayed one; a hosted model's client keeps none).
 
 Lines are compressed (zlib, base64): a simulated ten-episode trajectory's
-checkpoint is about 1 MB as plain JSON. When the world is run again (the study resumed after a kill or an infrastructure
-failure) it restores those episodes, memories and client positions and goes on
-with the next episode, so its records equal those of an uninterrupted run; only
-the ``run`` number of the steps made after the resume, wall-clock timings and the
-world's ``resume`` entry tell them apart. A checkpoint is used only when its
+checkpoint is about 1 MB as plain JSON.
+
+When the world is run again (the study resumed after a kill or an
+infrastructure failure) it restores those episodes, memories and client
+positions and goes on with the next episode, so its records equal those of an
+uninterrupted run: the restored steps take the run number of the new world
+record (loaders keep a world's steps of its record's run), and only the run
+number, wall-clock timings and ``timing.resumed`` (episodes restored, the runs
+that made them) tell the two apart; a replay through the engine reproduces it.
+A checkpoint is used only when its
 fingerprint (cell, seed, world, episode sequence, system prompts, templates and
-routes) matches the world's; otherwise it is discarded, and the world record says
-why. A torn last line (a kill while it was being written) is dropped.
+routes) matches the world's; otherwise it is discarded, and ``timing.resumed``
+says why. A torn last line (a kill while it was being written) is dropped.
 """
 from __future__ import annotations
 
