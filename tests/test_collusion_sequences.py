@@ -126,3 +126,12 @@ def test_world_runs_the_imported_tasks() -> None:
     text = json.dumps(out.world, default=str)
     for _family, alice, bob in EXPECTED[1]:
         assert alice in text and bob in text
+
+
+def test_imported_sequences_are_part_of_the_locked_design(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURE, tmp_path / "seqs")
+    files = K.KIND.design_files(CollusionCell(episodes=4, sequences_file="seqs"), tmp_path)
+    assert {f.name for f in files} >= {"sampled_manifest_record.json", "rep001_sampled_manifest.json",
+                                       "rep002_sampled_manifest.json", "sequences.py"}
+    one = K.KIND.design_files(CollusionCell(episodes=4, sequences_file="seqs/rep001_sampled_manifest.json"), tmp_path)
+    assert (tmp_path / "seqs" / "rep001_sampled_manifest.json") in one
