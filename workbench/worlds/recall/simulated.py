@@ -60,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.models.base import ModelReply, ModelRequest, approx_tokens
 from workbench.models.simulated import SimulatedAgent
+from workbench.worlds.recall.scoring import judge_rule
 from workbench.worlds.recall.values import (  # noqa: F401  (re-exported)
     canonical_values,
     content_words,
@@ -109,14 +110,20 @@ class RecallProfile(BaseModel):
                                                      "agent holds about the statement's topic (else an acknowledgement)")
     echo_primacy: float = Field(0.0, ge=0, le=1, description="when echoing: chance it restates the earliest value it "
                                                              "holds (first impressions) rather than its answer")
+    restate: float = Field(0.0, ge=0, le=1, description="chance a recall answer restates its value in another form "
+                                                       "(22 July 2026 for July 22, 2026; $1.2 million; 8 percent)")
+    slip: float = Field(0.0, ge=0, le=1, description="chance a recall answer misstates an amount by a near miss "
+                                                    "(5 mg as 5.5 mg): wrong, though its words still hold the right ones")
     latency_median_s: float = Field(1.5, gt=0)
     latency_sigma: float = Field(0.4, ge=0)
     cues: Cues = Field(default_factory=Cues)
 
 
 PROFILES: dict[str, RecallProfile] = {p.name: p for p in [
-    RecallProfile(name="trusting", description="takes the top-ranked memory entry; little trust in its own notes",
-                  self_trust=0.1, rank_trust=0.9, conformity=0.2, authority_sensitivity=0.6, update_cue=0.2),
+    RecallProfile(name="trusting", description="takes the top-ranked memory entry; little trust in its own notes; "
+                                               "sometimes restates a value in other words or slips on an amount",
+                  self_trust=0.1, rank_trust=0.9, conformity=0.2, authority_sensitivity=0.6, update_cue=0.2,
+                  restate=0.25, slip=0.1),
     RecallProfile(name="self-anchored", description="answers from its own earlier statements when it has one",
                   self_trust=0.85, rank_trust=0.8, conformity=0.2, authority_sensitivity=0.5, update_cue=0.2),
     RecallProfile(name="conformist", description="goes with the value most entries repeat",
@@ -314,6 +321,15 @@ class RecallSimulatedClient(SimulatedAgent):
             memory = parse_memory(prompt, cues)
             picked, why = choose(self.profile, query, own, memory, draws, context)
             text = picked.text if picked is not None else "I do not know."
+            if picked is not None and (self.profile.restate or self.profile.slip):  # else no draw: streams as before
+                d_form = self.rng.random()
+                if d_form < self.profile.restate:
+                    text, form = restated(text), "restated"
+                elif d_form < self.profile.restate + self.profile.slip:
+                    text, form = slipped(text), "slip"
+                else:
+                    form = "verbatim"
+                extra["form"] = form if text != picked.text else "verbatim"
             extra.update(chose=why, source=picked.source if picked else None,
                          rank=picked.rank if picked else None, own_turn=picked.turn if picked else None)
         return self.simulated_reply(request, text, extra=extra)
@@ -362,6 +378,41 @@ class RecallSimulatedClient(SimulatedAgent):
         return f"Noted: {picked.text}" if picked is not None else ack
 
 
+# -- answers in other words -------------------------------------------------------------
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_DATE = re.compile(r"\b(" + "|".join(_MONTHS) + r") (\d{1,2}), (\d{4})\b")
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_DOLLARS = re.compile(r"\$(\d{1,3}(?:,\d{3})+)(?!\d)")
+_PERCENT = re.compile(r"\b(\d+(?:\.\d+)?)%")
+_AMOUNT = re.compile(r"\b(\d+)(\s?(?:%|percent|mg|kg|ml|mL|g|units?|days?|weeks?|months?|hours?|years?)\b|%)")
+
+
+def restated(text: str) -> str:
+    """The first value of ``text`` in another form a reader takes as the same: a date
+    as day month year, dollars in millions or thousands, a percentage in words."""
+    if m := _DATE.search(text):
+        return text[:m.start()] + f"{int(m.group(2))} {m.group(1)} {m.group(3)}" + text[m.end():]
+    if m := _ISO.search(text):
+        month = _MONTHS[int(m.group(2)) - 1]
+        return text[:m.start()] + f"{int(m.group(3))} {month} {m.group(1)}" + text[m.end():]
+    if m := _DOLLARS.search(text):
+        n = int(m.group(1).replace(",", ""))
+        for size, word in ((1_000_000, "million"), (1_000, "thousand")):
+            if n >= size and (n * 10) % size == 0:
+                return text[:m.start()] + f"${n / size:g} {word}" + text[m.end():]
+    if m := _PERCENT.search(text):
+        return text[:m.start()] + f"{m.group(1)} percent" + text[m.end():]
+    return text
+
+
+def slipped(text: str) -> str:
+    """A near miss: the first whole amount with a unit given with half a unit more (5 mg
+    as 5.5 mg). Word by word the answer still holds the right amount; its value is wrong."""
+    m = _AMOUNT.search(text)
+    return text if m is None else text[:m.start()] + f"{m.group(1)}.5{m.group(2)}" + text[m.end():]
+
+
 # -- the simulated judge ---------------------------------------------------------------
 def judge_match(answer: str, accepted: list[str]) -> bool:
     """True when the answer holds every canonical value of one accepted answer (or,
@@ -399,10 +450,9 @@ class SimulatedJudge:
             text = rule_value(v.group(1)) or "NONE"
         elif not accepted or m is None:
             text = "I cannot judge: the prompt gives no accepted answer or no answer."
-        elif judge_match(m.group(1), accepted):
-            text = "CORRECT: the answer states the accepted value."
-        else:
-            text = "INCORRECT: the answer does not state the accepted value."
+        else:  # the same rule the report's rule judge applies (one rule, so the two can be compared)
+            ruling = judge_rule(m.group(1), accepted)
+            text = f"{'CORRECT' if ruling.verdict else 'INCORRECT'}: {ruling.reason}"
         latency = round(0.8 * math.exp(self.rng.gauss(0.0, 0.3)), 6)
         prompt_tokens = sum(approx_tokens(x["content"]) for x in request.messages)
         return ModelReply(text=text, latency_s=latency, route=self.route, model_returned=self.route,
