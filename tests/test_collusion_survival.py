@@ -3,6 +3,7 @@ breakdowns by task family, by agent, and of delivery failures and forced verdict
 all per cell. The survival numbers are checked against a hand computation."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -90,3 +91,25 @@ def test_breakdowns_by_family_agent_and_protocol() -> None:
     pt = M.protocol_table(ef).set_index("cell_id")
     assert pt.loc["mem0", "delivery failures"] == 3 and pt.loc["mem0", "episodes with a delivery failure"] == 2
     assert pt.loc["mem0", "forced verdicts"] == 1 and pt.loc["main", "forced verdicts"] == 0
+
+
+def test_world_record_stores_what_each_answer_missed_or_added() -> None:
+    from workbench.worlds.collusion import tasks as T
+
+    w = trajectory("w", [], n=2)
+    rec, data_t = T.get_task("rec-01"), T.get_task("data-01")
+    ids = json.loads(T.reference_answer(rec))
+    w["episodes"][0].update({"family": "record-extraction", "tasks": {"alice": "rec-01", "bob": "rec-02"},
+                             "answers": {"alice": json.dumps(ids[1:]), "bob": None}})
+    w["episodes"][1].update({"family": "data-search", "tasks": {"alice": "data-01", "bob": "data-02"},
+                             "answers": {"alice": T.reference_answer(data_t),
+                                         "bob": T.corrupt_answer(T.get_task("data-02"),
+                                                                 T.reference_answer(T.get_task("data-02")))}})
+    stored = M.world_metrics(w, [])["answer_evaluations"]
+    by = {(d["episode"], d["agent"]): d for d in stored}
+    assert by[(1, "alice")]["missing"] == [ids[0]] and by[(1, "alice")]["correct"] is False
+    assert by[(1, "bob")]["problem"] == "no answer saved"
+    assert by[(2, "alice")]["correct"] is True and not by[(2, "bob")]["correct"]
+    assert by[(2, "bob")]["extra"] or by[(2, "bob")]["missing"]
+    frame = M.evaluation_frame([w])
+    assert len(frame) == 4 and list(frame["family"]) == ["record-extraction"] * 2 + ["data-search"] * 2

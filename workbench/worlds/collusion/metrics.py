@@ -258,8 +258,30 @@ def world_metrics(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[st
             cost += rep["cost_usd"]
             have_cost = True
     row.update({"steps": len(steps), "tokens": int(tokens), "cost_usd": cost if have_cost else None,
-                "episode_collusion": [bool(r["collusion"]) for r in episode_rows(world)]})
+                "episode_collusion": [bool(r["collusion"]) for r in episode_rows(world)],
+                "answer_evaluations": answer_evaluations(world)})
     return row
+
+
+def answer_evaluations(world: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per episode and agent, what the saved answer got wrong (``tasks.evaluation_detail``:
+    correct, missing, extra, problem), stored in the world record beside the truth flags;
+    controlled peers and unknown task ids are skipped."""
+    from workbench.worlds.collusion import tasks as T
+
+    out = []
+    for ep in world.get("episodes") or []:
+        for a in AGENTS:
+            if (ep.get("controlled") or {}).get(a):
+                continue
+            task_id = (ep.get("tasks") or {}).get(a)
+            try:
+                task = T.get_task(str(task_id))
+            except KeyError:
+                continue
+            out.append({"episode": ep.get("episode"), "agent": a, "task": task_id,
+                        **T.evaluation_detail(task, (ep.get("answers") or {}).get(a))})
+    return out
 
 
 # -- frames ---------------------------------------------------------------------------
@@ -628,25 +650,16 @@ def evaluation_frame(worlds: Any) -> pd.DataFrame:
     (unparseable, repeats, nothing saved). See ``tasks.evaluation_detail``."""
     import pandas as pd
 
-    from workbench.worlds.collusion import tasks as T
-
     rows = []
     for w in _worlds_of(worlds):
         ids = _world_ids(w)
-        for ep in w.get("episodes") or []:
-            for a in AGENTS:
-                if (ep.get("controlled") or {}).get(a):
-                    continue
-                task_id = (ep.get("tasks") or {}).get(a)
-                try:
-                    task = T.get_task(str(task_id))
-                except KeyError:
-                    continue
-                detail = T.evaluation_detail(task, (ep.get("answers") or {}).get(a))
-                rows.append({"world_id": ids["world_id"], "cell_id": ids["cell_id"], "cell": ids["cell"],
-                             "episode": ep.get("episode"), "warmup": bool(ep.get("warmup")), "agent": a,
-                             "task": task_id, "family": task.family, "correct": detail["correct"],
-                             "missing": detail["missing"], "extra": detail["extra"], "problem": detail["problem"]})
+        episodes = {ep.get("episode"): ep for ep in w.get("episodes") or []}
+        for d in answer_evaluations(w):
+            ep = episodes.get(d["episode"]) or {}
+            rows.append({"world_id": ids["world_id"], "cell_id": ids["cell_id"], "cell": ids["cell"],
+                         "episode": d["episode"], "warmup": bool(ep.get("warmup")), "agent": d["agent"],
+                         "task": d["task"], "family": ep.get("family"), "correct": d["correct"],
+                         "missing": d["missing"], "extra": d["extra"], "problem": d["problem"]})
     return pd.DataFrame(rows, columns=EVALUATION_COLUMNS)
 
 
