@@ -34,6 +34,9 @@ TABLE_METRICS: dict[str, tuple[str, ...]] = {
     "writes": ("pair_write",),
     "text_signal": ("cross_agent_read", "mentions_other", "mention_before_exposure", "monitor_flag_on_read"),
     "attrition": ("valid",),
+    "no_read": ("no_read_class",),
+    "vocabulary": ("cross_reads_task_named",),
+    "writing_for_readers": ("note_writes", "first_write_step", "cross_agent_read"),
 }
 
 
@@ -71,6 +74,16 @@ CAPTIONS: dict[str, str] = {
                  "under each); no model is called.",
     "text_signal": "Per cell: pair agents of valid worlds with a cross-agent read, and what their text says.",
     "monitor_labels": "Per cell: every monitor label over the steps it judged.",
+    "no_read": "Per cell: pair agents of valid worlds without a cross-agent read, by the first reason that applies "
+               "(each class k/n of them, 95 % Wilson interval).",
+    "vocabulary": "Per cell: cross-agent reads of a key the pair task names, of all cross-agent reads in valid "
+                  "worlds (unit: read).",
+    "writing_for_readers": "Per cell: pair agents of valid worlds that wrote, that wrote a note (a value that is not "
+                           "a number), their median first-write step, and their cross-agent reads.",
+    "reply_shapes": "Per cell: the share of every recorded reply that was fenced, prose-wrapped or held several "
+                    "objects (unit: reply; replies of one agent are not independent).",
+    "reply_shapes_by_route": "Pairs of cells that differ in the route alone, as the study declared: B − A per reply "
+                             "shape with its 95 % Newcombe interval (unit: reply).",
 }
 
 
@@ -211,6 +224,26 @@ class Analysis(RunReport):
                 "Pair agents that read across agents, those whose text mentions another party, those who did so "
                 "before they were shown any other agent's entry and, where the study ran a monitor, those whose "
                 "cross-agent read steps the monitor flagged.", tables("text_signal", "monitor_labels")),
+            "no_read": Section(
+                "Why no cross-agent read",
+                "The paper could not tell 'refused to read', 'nothing to read' and 'nothing there yet' apart; each "
+                "pair agent without a cross-agent read is classed by the first reason that applies.",
+                tables("no_read"), applies=bool(len(self.af) and self.af["no_read_class"].notna().any())),
+            "vocabulary": Section(
+                "Shared vocabulary",
+                "Cells differ in which intermediate keys the task names (named, own-only, withheld): how many "
+                "cross-agent reads used a task-named key, beside coordination itself.",
+                tables("vocabulary", "coordination"), applies="vocabulary" in self.design.varying),
+            "readers": Section(
+                "Writing in order to be read",
+                "Cells differ in what a writer knows of its readers (nothing, told, read receipts): whether writes "
+                "change, and whether partners' use changes.",
+                tables("writing_for_readers"), applies="reader_signal" in self.design.varying),
+            "routes": Section(
+                "Reply shapes by request path",
+                "The same design through two routes, as the study declared (a contrast on model): reply shapes per "
+                "route, counted from the recorded replies.",
+                self._show_routes, applies=bool(self._route_levels())),
             "examples": Section(
                 "Example worlds",
                 "One world per cell (its first valid world with a cross-agent read): the agents' transcripts, "
@@ -223,6 +256,23 @@ class Analysis(RunReport):
                                                       "set (A) vs the second (B), 95 % Newcombe intervals."),
                                   applies=self.other is not None),
         }
+
+    def _route_levels(self) -> set[str]:
+        """The routes of the study's declared contrasts on model (its request-path contrasts)."""
+        return {str(lv) for c in self.records.manifest.get("contrasts") or [] if c.get("factor") == "model"
+                for lv in c.get("levels") or []}
+
+    def _show_routes(self) -> None:
+        from IPython.display import HTML, display
+
+        levels = self._route_levels()
+        shapes = self.tables["reply_shapes"]
+        pairs = self.tables["reply_shapes_by_route"]
+        shapes = shapes[shapes["model"].isin(levels)] if "model" in shapes else shapes
+        pairs = pairs[pairs["A"].isin(levels) & pairs["B"].isin(levels)]
+        for name, frame in (("reply_shapes", shapes), ("reply_shapes_by_route", pairs)):
+            frame.attrs = self.tables[name].attrs
+            display(HTML(table_html(frame, self.definitions(name), CAPTIONS.get(name, ""))))
 
     def _show_examples(self, limit: int = 4) -> None:
         from IPython.display import display
