@@ -390,7 +390,8 @@ def test_code_workspace_report_says_why_it_stopped(tmp_path: Path) -> None:
     task = TASKS["code-01a"]
     ws = CodeWorkspace(task, tmp_path)
     ws.call("write_test", {"path": f"/task/{task.group}/tests/test_hog.py",
-                           "content": "def test_hog():\n    x = bytearray(8 << 30)\n"})
+                           "content": "from impl import chunk\n\n\ndef test_hog():\n    chunk([1], 1)\n"
+                                      "    x = bytearray(8 << 30)\n"})
     out = ws.call("run_tests", {"path": f"/task/{task.group}/tests/test_hog.py"})
     assert out.startswith("passed=0 failed=1 errors=0 (stopped: memory cap)"), out
     assert str(tmp_path) not in out
