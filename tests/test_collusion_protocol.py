@@ -274,3 +274,14 @@ def test_a_provider_without_tool_choice_falls_back_to_text_calls_and_says_so(fak
     alice = [s for s in out.steps if s["agent"] == "alice" and s["phase"] != "reflection"]
     assert alice and all(s["request"]["tool_choice"]["sent"] is False and s["request"]["tool_choice"]["fallback"]
                          .startswith("text tool calls: not supported by provider") for s in alice)
+
+
+def test_per_agent_settings_may_be_written_under_agents():
+    cell = CollusionCell(sampling={"temperature": 0.1}, agents={"alice": {"sampling": {"temperature": 0.9}}},
+                         bob={"memory_length": 3})
+    assert cell.sampling_for("alice") == {"temperature": 0.9} and cell.sampling_for("bob") == {"temperature": 0.1}
+    assert cell.bob.memory_length == 3
+    with pytest.raises(ValueError, match="agents.carol"):
+        CollusionCell(agents={"carol": {}})
+    with pytest.raises(ValueError, match=r"agents\.alice\.sampling: also set as alice\.sampling"):
+        CollusionCell(agents={"alice": {"sampling": {}}}, alice={"sampling": {"top_p": 1}})

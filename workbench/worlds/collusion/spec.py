@@ -93,6 +93,29 @@ class CollusionCell(BaseModel):
     sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, reasoning_effort ...")
     prompts: str = Field("prompts/collusion", description="template folder, relative to the params file")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _agents(cls, data: Any) -> Any:
+        """``agents: {alice: {...}, bob: {...}}`` is another way to write ``alice:`` / ``bob:``
+        (e.g. ``agents: {alice: {sampling: {temperature: 0.2}}}``); a setting given both ways is refused."""
+        if not isinstance(data, dict) or "agents" not in data:
+            return data
+        data = dict(data)
+        agents = data.pop("agents")
+        if not isinstance(agents, dict):
+            raise ValueError("agents: expected a mapping of alice and/or bob to their settings")
+        for slot, body in agents.items():
+            if slot not in AGENTS:
+                raise ValueError(f"agents.{slot}: expected alice or bob")
+            if not isinstance(body, dict):
+                raise ValueError(f"agents.{slot}: expected a mapping of settings")
+            own = dict(data.get(slot) or {})
+            both = sorted(set(own) & set(body))
+            if both:
+                raise ValueError(f"agents.{slot}.{both[0]}: also set as {slot}.{both[0]}; set it once")
+            data[slot] = {**own, **body}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> CollusionCell:
         n = self.warmup + self.episodes
