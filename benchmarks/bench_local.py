@@ -13,7 +13,8 @@ settings round after round (``--rounds``) and prints medians, with the load aver
 before and after, since the machine is shared.
 
 A setting is ``key=value,...`` with keys among the catalogue's server settings
-(threads, threads_batch, slots, ctx, batch, ubatch, cache_ram_mib), ``max_tokens``
+(threads and threads_batch, a number or ``auto``; slots, ctx, batch, ubatch,
+cache_ram_mib), ``max_tokens``
 (the cell's sampling; default: the catalogue's) and ``constrained`` (0/1: a JSON schema
 of the operations as response_format, which the server applies as a grammar).
 
