@@ -25,6 +25,8 @@ MAX_COLUMNS = 12  # wider tables are turned on their side (when that makes them 
 SEARCHABLE_ROWS = 15  # from this many rows a table is sortable and searchable
 HIDDEN = ("cell_id", "comparison", "A cell", "B cell", "estimable", "lost pair keys", "metric")
 
+MANY_RATES = 4  # more rate columns than this and a rate may wrap in its cell
+
 STYLE = """<style>
 table.wb-table{table-layout:auto;width:auto;max-width:100%;border-collapse:collapse;margin:4px 0 2px 0}
 table.wb-table th,table.wb-table td{padding:3px 8px;vertical-align:top;overflow-wrap:break-word;
@@ -33,6 +35,7 @@ table.wb-table th{text-align:left;font-weight:600;background:#f6f6f6}
 table.wb-table td.wb-text{text-align:left}
 table.wb-table td.wb-rate{text-align:left;white-space:nowrap;font-variant-numeric:tabular-nums}
 table.wb-table td.wb-num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+table.wb-table.wb-many td.wb-rate{white-space:normal;min-width:7em}
 table.wb-table th[title]{text-decoration:underline dotted;cursor:help}
 p.wb-caption{margin:2px 0 14px 0;color:#444;font-size:92%}
 p.wb-caption b{color:#222}
@@ -201,7 +204,9 @@ def _plain_html(frame: pd.DataFrame, numeric: set[str], titles: Mapping[str, str
         cells = "".join(f"<td class=\"{'wb-num' if c in numeric else 'wb-rate' if c in rates else 'wb-text'}\">"
                         f"{e(str(r[c]))}</td>" for c in frame.columns)
         rows.append(f"<tr>{cells}</tr>")
-    return f"<table class=\"wb-table\"><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # many rate columns side by side: each rate may wrap after its count, so the table fits the page
+    cls = "wb-table wb-many" if len(rates) > MANY_RATES else "wb-table"
+    return f"<table class=\"{cls}\"><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 _itables_emitted = False

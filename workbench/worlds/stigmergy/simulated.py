@@ -423,9 +423,13 @@ def cue_mismatches(cell: Any, templates: Any, profiles: dict[str, Profile] | Non
     match the rendered system prompt. A twin reads cue phrases, not meaning: a
     reworded clause it cannot find makes it act as if the clause were deleted, which
     a rehearsal would report as the wording's effect."""
+    from workbench.templates import TemplateError
     from workbench.worlds.stigmergy import prompts as P
 
-    system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal)
+    try:
+        system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal)
+    except TemplateError:
+        return []  # a template that cannot be rendered fails its worlds, with its own error, when they run
     out: list[str] = []
     for route in sorted({cell.route_for(r) for r in ("pair_a", "pair_b", "solo_1", "solo_2")}):
         if not route.startswith("sim/"):
