@@ -278,3 +278,17 @@ def test_a_statement_of_several_values_agrees_with_one_of_them_and_conflicts_wit
     r2 = mem.add("Oxycodone 5 mg every 4 hours.", author_role="attending_physician", authority=1.0, turn=3,
                  fact_id="F1", value="num:5|mg;num:4|hours")
     assert [e.text for e in r2.removed] == ["Dose: 10 mg."]  # shares the interval, not the dose: a conflict
+
+
+def test_context_turns_without_a_conversation_is_refused_naming_the_field(tmp_path):
+    import pytest
+    import yaml
+
+    from workbench.params import ParamsError, load_study
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"world": "recall", "name": "bad", "seed": 1, "worlds_per_cell": 1,
+                                    "cells": [{"model": "sim-recall/careful", "condition": "naive",
+                                               "context_turns": 3}]}))
+    with pytest.raises(ParamsError, match="context_turns"):
+        load_study(path)

@@ -121,6 +121,10 @@ class RecallCell(BaseModel):
         for role, o in self.agents.items():
             if o.model == "scripted" and o.script is None:
                 raise ValueError(f"role {role} uses model 'scripted' but has no agents.{role}.script")
+        if self.context_turns is not None and not self.shows_conversation:
+            # a window over a conversation the agents never see would be a factor that changes nothing
+            raise ValueError(f"context_turns: expected the conversation in context (condition baseline, or "
+                             f"conversation: true); condition {self.condition} shows none")
         return self
 
     # -- derived settings ---------------------------------------------------------
