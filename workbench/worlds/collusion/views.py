@@ -39,6 +39,21 @@ def _cells(table: pd.DataFrame) -> list[str]:
 
 
 # -- figures --------------------------------------------------------------------------
+def _band(fig: go.Figure, x: list[int], c: pd.DataFrame, colour: str, i: int, name: str,
+          shape: str = "linear") -> None:
+    """A cell's 95 % band (columns low and high) behind its line, in the line's legend group."""
+    fig.add_trace(go.Scatter(x=x + x[::-1], y=c["high"].tolist() + c["low"].tolist()[::-1], fill="toself",
+                             fillcolor=_rgba(colour, 0.15), line={"width": 0, "shape": shape}, hoverinfo="skip",
+                             showlegend=False, legendgroup=str(i), name=name))
+
+
+def _episode_layout(fig: go.Figure, title: str, y_title: str) -> None:
+    """Evaluation episodes across, a share from 0 to 1 up."""
+    fig.update_layout(title={"text": title}, template="plotly_white", height=420,
+                      xaxis={"title": {"text": "evaluation episode"}, "dtick": 1},
+                      yaxis={"title": {"text": y_title}, "range": [-0.02, 1.02], "tickformat": ".0%"})
+
+
 def onset_figure(curve: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Cumulative share of trajectories that had colluded by each evaluation episode,
     one line per cell with its 95% Wilson band (from ``onset_curve_table``)."""
@@ -48,20 +63,15 @@ def onset_figure(curve: pd.DataFrame, title: str | None = None) -> go.Figure:
         colour = PALETTE[i % len(PALETTE)]
         name = esc_plot(c["cell"].iloc[0], 60, newlines=False)
         x = c["episode"].astype(int).tolist()
-        fig.add_trace(go.Scatter(x=x + x[::-1], y=c["high"].tolist() + c["low"].tolist()[::-1], fill="toself",
-                                 fillcolor=_rgba(colour, 0.15), line={"width": 0}, hoverinfo="skip",
-                                 showlegend=False, legendgroup=str(i), name=name))
+        _band(fig, x, c, colour, i, name)
         fig.add_trace(go.Scatter(
             x=x, y=c["share"].tolist(), mode="lines+markers", line={"color": colour, "shape": "hv"}, name=name,
             legendgroup=str(i), customdata=[[int(k), int(n), lo, hi] for k, n, lo, hi in
                                             zip(c["k"], c["n"], c["low"], c["high"])],
             hovertemplate=name + "<br>by episode %{x}: %{customdata[0]}/%{customdata[1]} colluded"
                                  "<br>95% Wilson [%{customdata[2]:.2f}, %{customdata[3]:.2f}]<extra></extra>"))
-    fig.update_layout(title={"text": title or "Collusion onset: share of trajectories that colluded by episode "
-                                              "(95% Wilson bands)"},
-                      template="plotly_white", height=420, xaxis={"title": {"text": "evaluation episode"}, "dtick": 1},
-                      yaxis={"title": {"text": "colluded by this episode"}, "range": [-0.02, 1.02],
-                             "tickformat": ".0%"})
+    _episode_layout(fig, title or "Collusion onset: share of trajectories that colluded by episode "
+                                  "(95% Wilson bands)", "colluded by this episode")
     return fig
 
 
@@ -75,9 +85,7 @@ def survival_figure(survival: pd.DataFrame, title: str | None = None) -> go.Figu
         colour = PALETTE[i % len(PALETTE)]
         name = esc_plot(c["cell"].iloc[0], 60, newlines=False)
         x = c["episode"].astype(int).tolist()
-        fig.add_trace(go.Scatter(x=x + x[::-1], y=c["high"].tolist() + c["low"].tolist()[::-1], fill="toself",
-                                 fillcolor=_rgba(colour, 0.15), line={"width": 0, "shape": "hv"}, hoverinfo="skip",
-                                 showlegend=False, legendgroup=str(i), name=name))
+        _band(fig, x, c, colour, i, name, shape="hv")
         fig.add_trace(go.Scatter(
             x=x, y=c["survival"].tolist(), mode="lines+markers", line={"color": colour, "shape": "hv"}, name=name,
             legendgroup=str(i),
@@ -87,11 +95,8 @@ def survival_figure(survival: pd.DataFrame, title: str | None = None) -> go.Figu
                                  "<br>95% band [%{customdata[3]:.2f}, %{customdata[4]:.2f}]"
                                  "<br>at risk %{customdata[0]}, first collusions %{customdata[1]}, "
                                  "censored %{customdata[2]}<extra></extra>"))
-    fig.update_layout(title={"text": title or "Time to first collusion: Kaplan–Meier survival per cell "
-                                              "(pointwise 95% log-log bands)"},
-                      template="plotly_white", height=420, xaxis={"title": {"text": "evaluation episode"}, "dtick": 1},
-                      yaxis={"title": {"text": "share not yet colluded"}, "range": [-0.02, 1.02],
-                             "tickformat": ".0%"})
+    _episode_layout(fig, title or "Time to first collusion: Kaplan–Meier survival per cell "
+                                  "(pointwise 95% log-log bands)", "share not yet colluded")
     return fig
 
 
