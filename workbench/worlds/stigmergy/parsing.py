@@ -201,9 +201,9 @@ def parse_both(text: str, allowed_ops: tuple[str, ...]) -> dict[str, Any]:
         obj, err = extract(text, "strict")
         if obj is not None:
             op, err = validate_op(obj, allowed_ops)
-            return {"strict": {"rule": "strict", "valid": op is not None, "op": op, "error": err},
-                    "lenient": {"rule": "lenient", "valid": op is not None,
-                                "op": None if op is None else dict(op), "error": err},
+            lenient_op = None if op is None else dict(op)  # its own copy, as parsing it apart would give
+            return {"strict": ParseOutcome("strict", op is not None, op, err).to_record(),
+                    "lenient": ParseOutcome("lenient", op is not None, lenient_op, err).to_record(),
                     "shape": as_record(ReplyShape(n_objects=1))}
     shape = reply_shape(text) if isinstance(text, str) else ReplyShape(empty=True)
     return {
