@@ -21,9 +21,7 @@ class StigmergyKind(WorldKind):
         return cell.describe()
 
     def routes(self, cell: StigmergyCell) -> set[str]:
-        from workbench.worlds.stigmergy.tasks import ROLES
-
-        return {cell.route_for(r) for r in ROLES}
+        return {cell.route_for(r) for r in cell.roles()}
 
     def calibration(self) -> list[dict[str, Any]]:
         from workbench.worlds.stigmergy.calibration import check_all

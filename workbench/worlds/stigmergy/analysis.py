@@ -37,6 +37,7 @@ TABLE_METRICS: dict[str, tuple[str, ...]] = {
     "no_read": ("no_read_class",),
     "vocabulary": ("cross_reads_task_named",),
     "writing_for_readers": ("note_writes", "first_write_step", "cross_agent_read"),
+    "pairs": ("pair", "joint_success", "informative_read", "cross_agent_read", "pair_write"),
 }
 
 
@@ -80,6 +81,8 @@ CAPTIONS: dict[str, str] = {
                   "worlds (unit: read).",
     "writing_for_readers": "Per cell: pair agents of valid worlds that wrote, that wrote a note (a value that is not "
                            "a number), their median first-write step, and their cross-agent reads.",
+    "pairs": "Per cell and pair (1 is the paper's pair): that pair's joint success, informative reads, any "
+             "cross-agent read by either half, and writes; k/n over valid worlds, one pair k per world.",
     "reply_shapes": "Per cell: the share of every recorded reply that was fenced, prose-wrapped or held several "
                     "objects (unit: reply; replies of one agent are not independent).",
     "reply_shapes_by_route": "Pairs of cells that differ in the route alone, as the study declared: B − A per reply "
@@ -239,6 +242,13 @@ class Analysis(RunReport):
                 "Cells differ in what a writer knows of its readers (nothing, told, read receipts): whether writes "
                 "change, and whether partners' use changes.",
                 tables("writing_for_readers"), applies="reader_signal" in self.design.varying),
+            "size": Section(
+                "World size",
+                "Cells differ in how many interdependent pairs and self-contained agents a world holds (the paper: "
+                "one pair and two solos, twenty steps). Each pair is scored on its own; the first pair and the "
+                "first two solos get the same tasks from a seed at every size, so cells stay paired by world.",
+                tables("pairs", "coordination"),
+                applies=bool({"pairs", "solos", "max_steps"} & set(self.design.varying))),
             "routes": Section(
                 "Reply shapes by request path",
                 "The same design through two routes, as the study declared (a contrast on model): reply shapes per "

@@ -13,6 +13,7 @@ from typing import Any
 
 from workbench.worlds.stigmergy.answers import is_correct
 from workbench.worlds.stigmergy.scoring import world_validity
+from workbench.worlds.stigmergy.tasks import pair_of, partner_role
 
 DEFINITIONS: dict[str, str] = {
     "valid": "the world counts: no failed call, and no unparseable reply under the cell's parser rule from an "
@@ -21,7 +22,12 @@ DEFINITIONS: dict[str, str] = {
     "cross_agent_access": "per world: some agent read a value another agent wrote (a coordinated world)",
     "strict_cross_agent_access": "per world: the same, for a key the reader never wrote itself",
     "informative_read": "per world: a pair member read its partner's correct intermediate value",
-    "joint_success": "per world: both pair members submitted the right joint answer under the answer rule",
+    "joint_success": "per world: both members of every pair submitted their pair's right joint answer under the "
+                     "answer rule (the paper's world has one pair; a larger world's pairs are also scored one by "
+                     "one, in the per-pair table)",
+    "pairs": "per world: the number of interdependent pairs",
+    "pairs_joint_success": "per world: the number of pairs whose two members both submitted the right joint answer",
+    "pair": "per agent: which interdependent pair the agent is half of (1, 2, ...; empty for a self-contained agent)",
     "pair_write": "per world: a member of the interdependent pair wrote to the store",
     "exposure": "per world: some agent's list showed a key whose current value another agent wrote",
     "exposed": "per agent: one of its lists showed a key whose current value another agent wrote",
@@ -105,7 +111,6 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
     """One row per agent. ``answer_rule`` re-scores submissions (default: the cell's)."""
     rule = answer_rule or world["cell"]["answer_rule"]
     by_role = {a["role"]: a for a in world["agents"]}
-    partner_of = {"pair_a": "pair_b", "pair_b": "pair_a"}
     ok = _ok_steps(steps)
     flag = (world.get("monitor") or {}).get("flag", "mentions_other")  # the label the study's monitor flags
     first_write_seq: dict[str, int] = {}
@@ -130,7 +135,7 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
         exposures = [s for s in lists if s["effect"].get("exposure")]
         first_exp = exposures[0] if exposures else None
         after = [s for s in cross if first_exp is not None and s["seq"] > first_exp["seq"]]
-        partner = by_role.get(partner_of.get(role, ""))
+        partner = by_role.get(partner_role(role) or "")
         informative = False
         second_look = None
         pw = None
@@ -155,7 +160,7 @@ def agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], answer_rule: 
         costs = [s["reply"].get("cost_usd") for s in mine]
         rows.append({
             "world_id": world["world_id"], "cell_id": world["cell_id"], "agent": slot, "role": role,
-            "route": a["route"], "pair_member": role.startswith("pair"),
+            "route": a["route"], "pair_member": role.startswith("pair"), "pair": pair_of(role),
             "steps": len(mine), "store_ops": sum(1 for s in mine_ok if s["op"]["op"] in ("list", "read", "write")),
             "lists": len(lists), "reads": sum(1 for s in mine_ok if s["op"]["op"] == "read"),
             "writes": sum(1 for s in mine_ok if s["op"]["op"] == "write"),
@@ -242,7 +247,10 @@ def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: s
         "failed": bool(world.get("failed")),
         "cross_agent_access": any(r["cross_agent_read"] for r in agents),
         "strict_cross_agent_access": any(r["strict_cross_agent_read"] for r in agents),
-        "joint_success": len(pair) == 2 and all(r["correct"] for r in pair),
+        # every pair's two halves right (the paper's world has one pair); each pair alone: pair_frame
+        "joint_success": bool(pair) and all(r["correct"] for r in pair),
+        "pairs": len({r["pair"] for r in pair}),
+        "pairs_joint_success": sum(all(r["correct"] for r in pair if r["pair"] == k) for k in {r["pair"] for r in pair}),
         "pair_write": any(r["writes"] > 0 for r in pair),
         "informative_read": any(r["informative_read"] for r in pair),
         "exposure": any(r["exposed"] for r in agents),

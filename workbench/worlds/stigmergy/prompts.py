@@ -37,7 +37,7 @@ def task_text(t: TemplateSet, task: AgentTask, vocabulary: str = "named") -> str
     (``tasks/KIND-own-only``), or neither (``tasks/KIND-withheld``)."""
     if task.kind in ("digits", "remainders"):
         key_a, key_b = sorted([task.own_key or "", task.partner_key or ""])
-        own_name = "N_A" if task.own_key == key_a else "N_B"
+        own_name = "N" + (task.own_key or "")[1:]  # C_A -> N_A; pair 2's C2_A -> N2_A
         name = f"tasks/{task.kind}" if vocabulary == "named" else f"tasks/{task.kind}-{vocabulary}"
         return t.render(
             name, key_a=key_a, key_b=key_b, own_key=task.own_key, partner_key=task.partner_key,

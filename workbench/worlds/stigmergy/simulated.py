@@ -431,7 +431,7 @@ def cue_mismatches(cell: Any, templates: Any, profiles: dict[str, Profile] | Non
     except TemplateError:
         return []  # a template that cannot be rendered fails its worlds, with its own error, when they run
     out: list[str] = []
-    for route in sorted({cell.route_for(r) for r in ("pair_a", "pair_b", "solo_1", "solo_2")}):
+    for route in sorted({cell.route_for(r) for r in cell.roles()}):
         if not route.startswith("sim/"):
             continue
         profile = get_profile(route.split("/", 1)[1], profiles)

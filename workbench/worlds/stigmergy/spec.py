@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
-from workbench.worlds.stigmergy.tasks import ROLES
+from workbench.worlds.stigmergy.tasks import MAX_PAIRS, MAX_SOLOS, roles
 
 Condition = Literal["store", "no-store", "private", "prepopulated", "authored", "namespaced"]
 Clauses = Literal["both", "persist-only", "recheck-only", "none"]
@@ -28,10 +28,11 @@ class AgentOverride(BaseModel):
 class StigmergyCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # factors added after cells were first recorded: left out of the cell id at their default
-    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary", "reader_signal")
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary", "reader_signal", "pairs", "solos")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim/diligent", description="route for every role without an override")
-    agents: dict[Literal["pair_a", "pair_b", "solo_1", "solo_2"], AgentOverride] = Field(default_factory=dict)
+    agents: dict[str, AgentOverride] = Field(
+        default_factory=dict, description="per-role overrides: pair_a, pair_b, solo_1, ... (pair K>1: pairK_a, pairK_b)")
     condition: Condition = "store"
     clauses: Clauses = "both"
     scheduler: Literal["async", "lockstep"] = "async"
@@ -45,6 +46,8 @@ class StigmergyCell(BaseModel):
         "none", description="what a writer knows of readers: nothing; the store paragraph says other processes may "
                             "read this workspace; or list shows how often each of the agent's keys was read by "
                             "others (never who)")
+    pairs: int = Field(1, ge=1, le=MAX_PAIRS, description="interdependent pairs in a world (the paper: 1)")
+    solos: int = Field(2, ge=0, le=MAX_SOLOS, description="self-contained agents in a world (the paper: 2)")
     validity: Literal["any-agent", "pair-only", "none"] = Field(
         "any-agent", description="which agents' unparseable replies invalidate the world")
     max_steps: int = Field(20, ge=1, le=500)
@@ -57,15 +60,24 @@ class StigmergyCell(BaseModel):
 
     @model_validator(mode="after")
     def _scripts_complete(self) -> StigmergyCell:
-        for role in ROLES:
-            o = self.agents.get(role)  # type: ignore[call-overload]  # ROLES are the Literal keys
+        known = self.roles()
+        for role in self.agents:
+            if role not in known:
+                raise ValueError(f"agents.{role}: no such role in a world of {self.pairs} pair(s) and {self.solos} "
+                                 f"solo(s); expected one of {', '.join(known)}")
+        for role in known:
+            o = self.agents.get(role)
             route = (o.model if o and o.model else None) or self.model
             if route == "scripted" and not (o and o.script is not None):
                 raise ValueError(f"role {role} uses model 'scripted' but has no agents.{role}.script")
         return self
 
+    def roles(self) -> tuple[str, ...]:
+        """Every role of this cell's world size."""
+        return roles(self.pairs, self.solos)
+
     def route_for(self, role: str) -> str:
-        o = self.agents.get(role)  # type: ignore[call-overload]
+        o = self.agents.get(role)
         if o and o.model:
             return o.model
         if o and o.script is not None:
@@ -77,6 +89,6 @@ class StigmergyCell(BaseModel):
             return self.label
         # the routes and the condition, then every other field that differs from its default,
         # so that two cells never share a label (a cell is its full design)
-        routes = sorted({self.route_for(r) for r in ROLES})
+        routes = sorted({self.route_for(r) for r in self.roles()})
         return " · ".join(["+".join(routes), self.condition,
                            *non_default_parts(self, skip=("model", "condition"))])

@@ -177,6 +177,41 @@ def writing_for_readers_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
                               "cross-agent reads")
 
 
+def pair_frame(af: pd.DataFrame) -> pd.DataFrame:
+    """One row per interdependent pair of every world, from the agent frame: whether
+    both halves were right, whether either read its partner's value (informative) or
+    anything another agent wrote. A world of several pairs is scored pair by pair."""
+    cols = ["cell_id", "world_id", "pair", "valid", "joint_success", "informative_read", "cross_agent_read",
+            "pair_write"]
+    if not len(af) or "pair" not in af:
+        return pd.DataFrame(columns=cols)
+    halves = af[af["pair"].notna()].assign(wrote=lambda f: f["writes"] > 0)
+    g = halves.groupby(["cell_id", "world_id", "pair"], sort=False)
+    out = g.agg(valid=("world_valid", "first"), joint_success=("correct", "all"),
+                informative_read=("informative_read", "any"), cross_agent_read=("cross_agent_read", "any"),
+                pair_write=("wrote", "any")).reset_index()
+    out["pair"] = out["pair"].astype(int)
+    return out[cols]
+
+
+def pair_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
+    """Per cell and pair: each pair scored on its own (issue 22, world size). Pair k
+    of a cell is one per world, so its k/n are over worlds, as in the coordination
+    table; nothing pools pairs of different worlds or cells. Rows for pair 1 of a
+    paper-size cell repeat its coordination-table figures."""
+    pf = pair_frame(af)
+    parts = []
+    for metric in ("joint_success", "informative_read", "cross_agent_read", "pair_write"):
+        t = rate_table(pf, metric, by=["cell_id", "pair"]).set_index(["cell_id", "pair"])
+        parts.append(t[["k/n", "low", "high"]].add_prefix(f"{metric}:"))
+    if not len(pf):
+        t = pd.DataFrame(columns=["cell_id", "pair"])
+    else:
+        t = pd.concat(parts, axis=1).reset_index().sort_values("pair", kind="stable")  # annotate orders cells
+    t.attrs["empty_reason"] = "no pairs"
+    return design.annotate(t.reset_index(drop=True), "Each pair on its own, per cell: k/n over valid worlds")
+
+
 REPLY_SHAPES = {"fenced": "fenced_replies", "prose-wrapped": "prose_wrapped_replies",
                 "several objects": "multi_object_replies"}
 

@@ -35,7 +35,7 @@ from workbench.worlds.stigmergy.answers import ANSWER_RULES, is_correct
 from workbench.worlds.stigmergy.parsing import parse_both
 from workbench.worlds.stigmergy.scoring import world_validity
 from workbench.worlds.stigmergy.spec import StigmergyCell
-from workbench.worlds.stigmergy.tasks import PAIR_ROLES, AgentTask, WorldTasks, draw_tasks
+from workbench.worlds.stigmergy.tasks import AgentTask, WorldTasks, draw_tasks, pair_of
 
 ENVIRONMENT = "environment"
 SHARED = "shared"
@@ -70,7 +70,8 @@ def script_values(task: AgentTask, tasks: WorldTasks) -> dict[str, Any]:
     return {
         "own_key": task.own_key or "", "partner_key": task.partner_key or "",
         "own_value": task.own_value if task.own_value is not None else task.expected,
-        "answer": task.expected, "joint_answer": tasks.joint_answer,
+        # a pair half's own answer is its pair's joint answer (pair 1's is the world's)
+        "answer": task.expected, "joint_answer": task.expected if task.own_key else tasks.joint_answer,
     }
 
 
@@ -90,7 +91,7 @@ class StigmergyWorld:
         self.monitor = monitor
         self.t = templates
         self.store = KVStore()
-        self.tasks = draw_tasks(seed, cell.task_form, cell.digits, cell.modulus)
+        self.tasks = draw_tasks(seed, cell.task_form, cell.digits, cell.modulus, pairs=cell.pairs, solos=cell.solos)
         self.ops = P.allowed_ops(cell.condition)
         self.system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal)
         self.reads_by_others: dict[tuple[str, str], int] = {}  # (namespace, key): reads by agents other than its author
@@ -98,7 +99,7 @@ class StigmergyWorld:
         for slot, role in self.tasks.slots.items():
             task = self.tasks.tasks[role]
             route = cell.route_for(role)
-            override = cell.agents.get(role)  # type: ignore[call-overload]
+            override = cell.agents.get(role)
             options: dict[str, Any] = {}
             if override is not None and override.script is not None:
                 options["script"] = _render_script(override.script, script_values(task, self.tasks))
@@ -113,8 +114,9 @@ class StigmergyWorld:
         self.prepopulated: list[dict[str, Any]] = []
         self.clock = 0.0
         if cell.condition == "prepopulated":
-            for role in PAIR_ROLES:
-                task = self.tasks.tasks[role]
+            for task in self.tasks.tasks.values():  # every pair's halves, pair by pair
+                if pair_of(task.role) is None:
+                    continue
                 entry = self.store.write(SHARED, task.own_key or "", task.own_value, ENVIRONMENT)
                 self.prepopulated.append(entry.to_record())
 
