@@ -291,7 +291,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     print(f"{study.path}: study {study.name!r}, world kind {study.world}, {len(study.cells)} cells × "
           f"{study.worlds_per_cell} worlds, seed {study.seed}")
     for c in study.cells:
-        print(f"  {c.cell_id}  {c.label}")
+        print(f"  {c.cell_id}  {c.label}" + (f"  ({c.worlds} worlds)" if c.worlds else ""))
     code = preflight(study)
     if code or not args.probe:
         return code

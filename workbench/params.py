@@ -85,6 +85,7 @@ class Cell:
     spec: Any  # the world kind's CellSpec
     origin: str  # where in the file it came from, for messages
     label: str = ""  # the kind's short name for the cell (its describe_cell)
+    worlds: int | None = None  # this cell's worlds when not the study's worlds_per_cell (a costly cell)
 
 
 @dataclass
@@ -115,6 +116,10 @@ class Study:
     def variant(self, cell: Cell, spec: Any, origin: str = "explorer") -> Cell:
         """``cell`` with another spec: its id and label recomputed, so a changed cell never keeps the old name."""
         return Cell(cell_hash(spec), cell.index, spec, origin, self.kind.describe_cell(spec))
+
+    def worlds_for(self, cell: Cell) -> int:
+        """How many worlds ``cell`` runs: its own ``worlds:`` or the study's worlds_per_cell."""
+        return cell.worlds or self.worlds_per_cell
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:
@@ -189,6 +194,12 @@ def load_study(path: str | Path) -> Study:
     for i, (origin, body) in enumerate(entries):
         if not isinstance(body, dict):
             raise ParamsError(path, origin, f"expected a mapping of cell fields, got {type(body).__name__}")
+        body = dict(body)
+        worlds = body.pop("worlds", None)  # how many worlds, not part of the design: never in the cell id
+        if worlds is not None and (isinstance(worlds, bool) or not isinstance(worlds, int)
+                                   or not 1 <= worlds <= 100_000):
+            raise ParamsError(path, f"{origin}.worlds", f"expected a whole number of worlds from 1 to 100000, "
+                                                        f"got {worlds!r}")
         merged = {**model.defaults, **body}
         try:
             spec = kind.cell_spec.model_validate(merged)
@@ -203,7 +214,7 @@ def load_study(path: str | Path) -> Study:
             except (KeyError, ValueError) as exc:
                 raise ParamsError(path, f"{origin}.model", str(exc.args[0])) from None
         try:  # what only the study knows: e.g. enough sequences for its worlds
-            kind.check_cell(spec, model.worlds_per_cell)
+            kind.check_cell(spec, worlds or model.worlds_per_cell)
         except ValueError as exc:
             field, _, msg = str(exc.args[0]).partition(": ")
             raise ParamsError(path, f"{origin if field in body else 'defaults'}.{field}", msg) from None
@@ -219,7 +230,7 @@ def load_study(path: str | Path) -> Study:
         if cid in seen:
             raise ParamsError(path, origin, f"duplicates the cell at {seen[cid]} (every cell must differ)")
         seen[cid] = origin
-        cells.append(Cell(cid, i, spec, origin, kind.describe_cell(spec)))
+        cells.append(Cell(cid, i, spec, origin, kind.describe_cell(spec), worlds))
     contrasts = _check_contrasts(path, model.contrasts, cells, kind)
     return Study(path=path, name=model.name, world=model.world, seed=model.seed,
                  worlds_per_cell=model.worlds_per_cell, concurrency=model.concurrency,

@@ -283,7 +283,7 @@ def make_plan(study: Study, *, rehearse: int = 20, from_run: str | Path | None =
 
     cells: list[CellPlan] = []
     for cell in study.cells:
-        plan = CellPlan(cell.cell_id, cell.label, study.worlds_per_cell)
+        plan = CellPlan(cell.cell_id, cell.label, study.worlds_for(cell))
         fig = figures.get(cell.cell_id)
         if fig and fig["worlds"]:
             calls = sum(v[0] for v in fig["routes"].values())
@@ -292,7 +292,7 @@ def make_plan(study: Study, *, rehearse: int = 20, from_run: str | Path | None =
                 plan.input_tokens_per_call = sum(v[1] for v in fig["routes"].values()) / calls
                 plan.output_tokens_per_call = (output_tokens_per_call if output_tokens_per_call is not None
                                                else sum(v[2] for v in fig["routes"].values()) / calls)
-            plan.cost_usd, plan.cost_note = _cost(fig, study.worlds_per_cell, swap, output_tokens_per_call)
+            plan.cost_usd, plan.cost_note = _cost(fig, study.worlds_for(cell), swap, output_tokens_per_call)
             plan.source = source
             if fig.get("n"):
                 plan.rate, plan.k_n = fig["k"] / fig["n"], (fig["k"], fig["n"])
@@ -347,8 +347,9 @@ def _contrast_plans(study: Study, cells: Mapping[str, CellPlan], half_width: flo
     for spec in specs:
         for a, b in matched_pairs(design, spec):
             pa, pb = cells[a].planning_rate, cells[b].planning_rate
+            paired = min(cells[a].worlds, cells[b].worlds)  # worlds pair by index: the smaller cell's count
             plan = ContrastPlan(spec.name, spec.factor, cells[a].label, cells[b].label, cells[a].rate,
-                                cells[b].rate, study.worlds_per_cell, None, None, None)
+                                cells[b].rate, paired, None, None, None)
             moved = [c.label for c in (cells[a], cells[b]) if c.planning_rate != c.rate]
             if pa is None or pb is None:
                 plan.note = "no rate for a cell: rehearse it, or give --assume CELL=RATE"
@@ -359,7 +360,7 @@ def _contrast_plans(study: Study, cells: Mapping[str, CellPlan], half_width: flo
             if pa == pb:
                 plan.note = "equal rates: no difference to detect"
             else:
-                plan.power = power_at(pa, pb, study.worlds_per_cell)
+                plan.power = power_at(pa, pb, paired)
                 plan.worlds_for_power = worlds_to_detect(pa, pb, power=power_target)
             if moved:
                 plan.note = "; ".join(filter(None, [plan.note, "rehearsal rate 0 or 1 planned half a world "

@@ -190,7 +190,8 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
     manifest = existing or {"study": study.name, "world_kind": study.world, "created": now_iso(), "runs": [],
                             "cells": {}}
     for c in study.cells:
-        manifest["cells"][c.cell_id] = {"label": c.label, "spec": c.spec.model_dump(mode="json")}
+        manifest["cells"][c.cell_id] = {"label": c.label, "spec": c.spec.model_dump(mode="json"),
+                                        **({"worlds": c.worlds} if c.worlds else {})}
     manifest["params"] = {"path": str(study.path), "sha256": sha256_file(study.path)}
     manifest["templates"] = {str(r): template_set(r).hashes() for r in roots}
     manifest["description"] = study.description
@@ -224,8 +225,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     recorded = latest_worlds(out)
     failed_infra = {wid for wid, w in recorded.items() if failure_class(w) == INFRASTRUCTURE}
     done = {wid: w for wid, w in recorded.items() if wid not in failed_infra or not retry_failed}
-    ids = {world_id(c.cell_id, i) for c in cells for i in range(study.worlds_per_cell)}
-    todo = [(c, i) for c in cells for i in range(study.worlds_per_cell) if world_id(c.cell_id, i) not in done]
+    ids = {world_id(c.cell_id, i) for c in cells for i in range(study.worlds_for(c))}
+    todo = [(c, i) for c in cells for i in range(study.worlds_for(c)) if world_id(c.cell_id, i) not in done]
     if max_worlds is not None:
         todo = todo[:max_worlds]
     manifest = _manifest_for(study, existing)

@@ -120,8 +120,8 @@ def run_row(run: Path, root: Path) -> RunRow:
     for m in manifests:
         mr = [r for r in m.get("runs") or [] if isinstance(r, dict)]
         wpc = m.get("worlds_per_cell")
-        planned_parts.append(int(wpc) * len(m.get("cells") or {}) if isinstance(wpc, int) and m.get("cells")
-                             else mr[-1].get("planned") if mr else None)
+        planned_parts.append(sum(int(c.get("worlds") or wpc) for c in (m.get("cells") or {}).values())
+                             if isinstance(wpc, int) and m.get("cells") else mr[-1].get("planned") if mr else None)
     planned = sum(p for p in planned_parts if isinstance(p, int)) if any(isinstance(p, int) for p in planned_parts) else None
     failed = sum(1 for w in worlds if w.get("failed"))
     try:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
 from workbench.worlds.stigmergy.tasks import MAX_PAIRS, MAX_SOLOS, roles
@@ -62,9 +63,12 @@ class StigmergyCell(BaseModel):
     def _scripts_complete(self) -> StigmergyCell:
         known = self.roles()
         for role in self.agents:
-            if role not in known:
-                raise ValueError(f"agents.{role}: no such role in a world of {self.pairs} pair(s) and {self.solos} "
-                                 f"solo(s); expected one of {', '.join(known)}")
+            if role not in known:  # located at agents.ROLE, as a mistyped key of a fixed set would be
+                raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                    type=PydanticCustomError("role", "no such role in a world of {pairs} pair(s) and {solos} "
+                                             "solo(s); expected one of {known}",
+                                             {"pairs": self.pairs, "solos": self.solos, "known": ", ".join(known)}),
+                    loc=("agents", role), input=role)])
         for role in known:
             o = self.agents.get(role)
             route = (o.model if o and o.model else None) or self.model
