@@ -26,6 +26,9 @@ SKIP = {
     r"jupyter lab": "starts a server that runs until stopped; tests/test_jupyterlab.py drives JupyterLab headless",
     r"models fetch": "downloads model weights (hundreds of MB) from the registry",
     r"params/open-weight\.yaml|bench_local\.py": "needs open-weight weights fetched first (models fetch)",
+    r"params/open-questions\.yaml|outputs/open-questions": "its open-weight cell needs weights fetched first (models "
+                                                           "fetch); its simulated cells run in "
+                                                           "tests/test_open_questions_study.py",
     r"run params/recall\.yaml|report outputs/recall$": "the shipped recall study: 6,900 worlds, about 9 minutes on "
                                                         "2 cores; its cells run at smoke size in tests/test_recall_*.py "
                                                         "and params/recall-smoke.yaml below",
