@@ -51,6 +51,8 @@ def test_the_papers_world_is_the_same_at_every_size(form: str) -> None:
             assert sorted(big.slots.values()) == sorted(roles(pairs, solos))
             for role in ROLES:  # the first pair and the first two solos: the same tasks from the same seed
                 assert big.tasks[role] == small.tasks[role], (seed, pairs, solos, role)
+            slot_of = {r: s for s, r in big.slots.items()}  # and the same slots (agents' seeds derive from them)
+            assert all(slot_of[r] == s for s, r in small.slots.items()), (seed, pairs, solos)
             assert big.joint_answer == small.joint_answer
             keys = [t.own_key for t in big.tasks.values() if t.own_key]
             assert len(keys) == len(set(keys)) == 2 * pairs  # no two halves share a key

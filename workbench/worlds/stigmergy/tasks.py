@@ -150,9 +150,13 @@ def draw_tasks(seed: int, form: str = "any", digits: int = 6, modulus: int = 97,
         solo_draws.append(_draw_solo(rng_for(seed, "tasks", "solo", k), solo_kinds, lo, hi, solo_role(k)))
     for task in solo_draws[:solos]:
         tasks[task.role] = task
-    order = list(roles(pairs, solos))
+    # the paper's four roles take the slots they take in the paper's world (a simulated agent's
+    # randomness derives from its slot, so pair 1 stays paired across sizes); further roles follow
+    order = list(ROLES)
     rng_for(seed, "roles").shuffle(order)
-    slots = {f"agent-{i}": role for i, role in enumerate(order)}
+    extra = [r for r in roles(pairs, solos) if r not in ROLES]
+    rng_for(seed, "roles", "extra").shuffle(extra)
+    slots = {f"agent-{i}": role for i, role in enumerate([r for r in order if r in tasks] + extra)}
     return WorldTasks(form, slots, tasks, answer, redraws, {"digits": digits, "modulus": modulus})
 
 
