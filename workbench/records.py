@@ -127,25 +127,54 @@ def repair_tail(path: Path) -> int:
         return size
 
 
+_BLOCK = 1 << 22  # bytes decoded at once by read_jsonl (whole lines)
+
+
 def read_jsonl(path: Path, problems: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    """Every well-formed line; malformed ones are skipped and reported in ``problems``."""
+    """Every well-formed line; malformed ones are skipped and reported in ``problems``.
+
+    Lines are decoded a block of whole lines at a time (msgspec ``decode_lines``, in
+    C); a block msgspec refuses is read again line by line, msgspec first and json
+    for what it refuses (lone surrogates, NaN), so the records are the same."""
     if not path.exists():
         return
+    line_no = 0  # lines before the block
     with path.open("rb") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:  # msgspec first (a few times faster); json for what it refuses (lone surrogates, NaN)
-                rec = _DECODER.decode(line)
+        while block := fh.read(_BLOCK):
+            if not block.endswith(b"\n"):
+                block += fh.readline()
+            try:
+                recs = _DECODER.decode_lines(block)
             except msgspec.DecodeError:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    if problems is not None:
-                        problems.append(f"{path.name}:{n}: malformed line skipped")
-                    continue
-            if isinstance(rec, dict):
-                yield rec
+                recs = None
+            if recs is not None:
+                line_no += block.count(b"\n")
+                for rec in recs:
+                    if isinstance(rec, dict):
+                        yield rec
+                continue
+            lines = block.split(b"\n")
+            if not lines[-1]:
+                lines.pop()
+            for n, line in enumerate(lines, line_no + 1):
+                rec = _decode_line(line, path, n, problems)
+                if isinstance(rec, dict):
+                    yield rec
+            line_no += len(lines)
+
+
+def _decode_line(line: bytes, path: Path, n: int, problems: list[str] | None) -> Any:
+    if not line.strip():
+        return None
+    try:  # msgspec first (a few times faster); json for what it refuses (lone surrogates, NaN)
+        return _DECODER.decode(line)
+    except msgspec.DecodeError:
+        try:
+            return json.loads(line)
+        except ValueError:
+            if problems is not None:
+                problems.append(f"{path.name}:{n}: malformed line skipped")
+            return None
 
 
 class RunWriter:
@@ -241,13 +270,62 @@ def world_id(cell_id: str, world_index: int) -> str:
     return f"{cell_id}-{world_index:04d}"
 
 
+class LazySteps(dict[str, list[dict[str, Any]]]):
+    """A run's steps by world id (as ``RunRecords.steps``), read from ``steps.jsonl``
+    the first time anything asks for them: a command that never reads a step (or
+    streams them itself, as the shared-store metrics do at scale) never holds them.
+    ``sources`` names what they are read from: each steps file with the run of each
+    world whose steps it holds."""
+
+    def __init__(self, sources: list[tuple[Path, dict[str, Any]]], problems: list[str]) -> None:
+        super().__init__()
+        self.sources = sources
+        self._problems: list[str] | None = problems  # where the lines skipped as malformed are reported
+
+    @property
+    def loaded(self) -> bool:
+        return self._problems is None
+
+    def load(self) -> LazySteps:
+        if self._problems is not None:
+            problems, self._problems = self._problems, None
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                for path, want in self.sources:
+                    dict.update(self, _read_steps(path, want, problems))
+            finally:
+                if was_enabled:
+                    gc.enable()
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle is a plain dict of the steps
+        return (dict, (dict(self.load().items()),))
+
+
+def _loading(name: str) -> Callable[..., Any]:
+    method = getattr(dict, name)
+
+    def call(self: LazySteps, *args: Any, **kwargs: Any) -> Any:
+        return method(self.load(), *args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+for _name in ("__getitem__", "__contains__", "__iter__", "__len__", "__eq__", "__ne__", "__repr__", "__or__",
+              "__reversed__", "get", "items", "keys", "values", "copy", "pop", "popitem", "setdefault", "update",
+              "clear", "__setitem__", "__delitem__"):
+    setattr(LazySteps, _name, _loading(_name))
+
+
 @dataclass
 class RunRecords:
     dir: Path
     manifest: dict[str, Any]
     worlds: list[dict[str, Any]]
-    steps: dict[str, list[dict[str, Any]]]  # world_id -> its steps in application order
-    problems: list[str]
+    steps: dict[str, list[dict[str, Any]]]  # world_id -> its steps in application order (load_run: a LazySteps)
+    problems: list[str]  # lines skipped as malformed (those of steps.jsonl once the steps are read)
     # frames derived from these records, by name and rules (see ``derived_frame``): tables
     # built from one load share them instead of recomputing every world's metrics each time
     derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -255,9 +333,11 @@ class RunRecords:
     def derived_value(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """``build()`` once per key while worlds and steps are the same lists (shared:
         callers must not change it)."""
-        stamp = (id(self.worlds), len(self.worlds), id(self.steps), len(self.steps))
+        steps = self.steps
+        lazy = isinstance(steps, LazySteps) and not steps.loaded  # its length would read it
+        stamp = (id(self.worlds), len(self.worlds), id(steps), -1 if lazy else len(steps))
         hit = self.derived.get(key)
-        if hit is None or hit[0] != stamp:
+        if hit is None or hit[0] != stamp and not (hit[0][:3] == stamp[:3] and hit[0][3] == -1):
             hit = self.derived[key] = (stamp, build())
         return hit[1]
 
@@ -313,27 +393,35 @@ def _load_run(out: Path) -> RunRecords:
         raise FileNotFoundError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
     problems: list[str] = []
     worlds: dict[str, dict[str, Any]] = {}
-    worlds_file, steps_file = f"{out / WORLDS}", f"{out / STEPS}"  # named in a failed check
+    worlds_file = f"{out / WORLDS}"  # named in a failed check
     for n, rec in enumerate(read_jsonl(out / WORLDS, problems), start=1):
         check_world(migrate_world(rec), f"{worlds_file} record {n}")
         worlds[str(rec.get("world_id"))] = rec  # the latest attempt of a world supersedes earlier ones
     want = {wid: w.get("run") for wid, w in worlds.items()}
+    manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
+    steps = LazySteps([(out / STEPS, want)], problems)  # read when first asked for
+    return RunRecords(out, manifest, sorted(worlds.values(), key=lambda w: w["world_id"]), steps, problems)
+
+
+def _read_steps(path: Path, want: dict[str, Any], problems: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The steps of each wanted world (those of its latest run), in application order."""
     steps: dict[str, list[dict[str, Any]]] = {wid: [] for wid in want}
-    for n, s in enumerate(read_jsonl(out / STEPS, problems), start=1):
+    steps_file = f"{path}"  # named in a failed check
+    for n, s in enumerate(read_jsonl(path, problems), start=1):
         wid = s.get("world_id")
         if wid in want and s.get("run") == want[wid]:
             check_step(migrate_step(s), f"{steps_file} record {n}")
             steps[wid].append(s)
     for wid in steps:
         steps[wid].sort(key=lambda s: s["seq"])
-    manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
-    return RunRecords(out, manifest, sorted(worlds.values(), key=lambda w: w["world_id"]), steps, problems)
+    return steps
 
 
 def _load_batch(out: Path) -> RunRecords:
     parts = [_load_run(p) for p in sorted((out / BATCH_CELLS).iterdir()) if p.is_dir() and (p / MANIFEST).exists()]
     worlds = sorted((w for r in parts for w in r.worlds), key=lambda w: w["world_id"])
-    steps = {k: v for r in parts for k, v in r.steps.items()}
+    problems = [p for r in parts for p in r.problems]
+    steps = LazySteps([src for r in parts if isinstance(r.steps, LazySteps) for src in r.steps.sources], problems)
     manifest: dict[str, Any] = {"batch": True, "cells": {}, "parts": {}}
     for r in parts:
         manifest.setdefault("study", r.manifest.get("study"))
@@ -342,7 +430,7 @@ def _load_batch(out: Path) -> RunRecords:
         manifest.setdefault("templates", r.manifest.get("templates"))
         manifest["cells"].update(r.manifest.get("cells", {}))
         manifest["parts"][r.dir.name] = {"runs": r.manifest.get("runs", [])}
-    return RunRecords(out, manifest, worlds, steps, [p for r in parts for p in r.problems])
+    return RunRecords(out, manifest, worlds, steps, problems)
 
 
 # -- manifest -----------------------------------------------------------------

@@ -1,0 +1,673 @@
+"""Every shared-store frame of a large run set in one pass over its records, on every core.
+
+The per-world, per-agent, reply, validity and monitor frames of :mod:`frames` are
+each a concatenation of per-world rows (:mod:`rows`: ``world_frame_row``, ``agent_frame_rows``,
+``reply_rows``, ``validity_row``, ``monitor_rows``), so they can be computed world by
+world, anywhere, with the same functions. Here they are, for every rule variant
+the tables ask for, in one pass:
+
+* when the steps have not been read (``load_run`` reads them on first use), the
+  steps file is cut into chunks at world boundaries and forked workers each decode
+  a chunk, compute its worlds' rows and send them back packed (msgpack); no process
+  ever holds every step, so memory stays bounded by the chunk size;
+* when the steps are already in memory, forked workers each take a share of them.
+
+The rows are the very rows the straightforward path builds (same functions, same
+order, same frame construction), so the frames are equal; ``tests/test_metrics_scale.py``
+holds them equal, dtypes included. Anything unusual (a world's steps in two chunks,
+a step that does not fit the schema, a value the packer refuses) falls back to the
+straightforward path, which reads the steps as ``load_run`` always did.
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import pickle
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from workbench.records import LazySteps, RunRecords, _decode_line
+
+# the rule variants every metrics run asks for (the rescoring table's), besides the requested ones
+STANDARD_WORLD_KEYS: tuple[tuple[str | None, str | None], ...] = (
+    (None, None), ("strict", None), ("lenient", None), (None, "exact"), (None, "one-integer"))
+MIN_WORLDS = 2000  # below this the straightforward path is as fast (no workers to start)
+CHUNK_BYTES = 24 << 20  # steps-file bytes per work unit: bounds each worker's memory
+
+_JOB: dict[str, Any] = {}  # what forked workers inherit: the worlds and the frames wanted
+
+
+class _Fallback(Exception):
+    """The fast path cannot vouch for these records: use the straightforward one."""
+
+
+class _Wid(msgspec.Struct):
+    world_id: Any = None
+
+
+_WID = msgspec.json.Decoder(_Wid)
+_DECODER = msgspec.json.Decoder()
+
+
+def workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def derive_all(records: RunRecords, key: tuple[Any, ...], *, force: bool = False) -> bool:
+    """Compute every frame in one pass and store them in ``records.derived`` (the
+    requested ``key`` among them); False (nothing stored) when the run set is small,
+    or the fast path falls back."""
+    if not force and len(records.worlds) < MIN_WORLDS:
+        return False
+    world_keys = list(STANDARD_WORLD_KEYS)
+    agent_keys: list[str | None] = [None]
+    if key[0] == "stigmergy.worlds" and key[1:] not in world_keys:
+        world_keys.append(key[1:])
+    if key[0] == "stigmergy.agents" and key[1] not in agent_keys:
+        agent_keys.append(key[1])
+    try:
+        frames = compute(records, world_keys, agent_keys)
+    except _Fallback:
+        return False
+    for k, frame in frames.items():
+        records.derived_value(k, functools.partial(_same, frame))
+    return True
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]],
+            agent_keys: list[str | None], *, lean: bool | None = None) -> dict[tuple[Any, ...], Any]:
+    """Every frame, for these rule variants, by its key in ``records.derived``. ``lean``:
+    whether to use the lean rows (default: while the code they mirror is the pinned code)."""
+    import pandas as pd
+
+    from workbench.worlds.stigmergy import rows as F
+
+    worlds = records.worlds
+    if not worlds:
+        raise _Fallback("no worlds")
+    position = {w["world_id"]: i for i, w in enumerate(worlds)}
+    if len(position) != len(worlds):
+        raise _Fallback("a world id twice")
+    steps = records.steps
+    streaming = isinstance(steps, LazySteps) and not steps.loaded
+    _JOB.clear()
+    _JOB.update(worlds=worlds, position=position, steps=None if streaming else steps,
+                world_keys=world_keys, agent_keys=agent_keys, lean=lean_ok() if lean is None else lean)
+    if streaming:
+        assert isinstance(steps, LazySteps)
+        run_of = {w["world_id"]: w.get("run") for w in worlds}
+        sources = []
+        for path, want in steps.sources:  # only worlds still in records.worlds, of their latest run
+            sources.append((path, {wid: run for wid, run in want.items() if wid in run_of and run_of[wid] == run}))
+        _JOB["sources"] = sources
+        units: list[tuple[Any, ...]] = [("chunk", i, a, b) for i, (path, _) in enumerate(sources)
+                                        for a, b in _chunks(path)]
+    else:
+        n = max(1, min(len(worlds) // 500, workers() * 4))
+        units = [("worlds", len(worlds) * i // n, len(worlds) * (i + 1) // n) for i in range(n)]
+    try:
+        parts = _run(units)
+    finally:
+        _JOB.clear()
+    seen: set[str] = set()
+    for part in parts:
+        if not seen.isdisjoint(part["wids"]):
+            raise _Fallback("a world's steps in two chunks")
+        seen.update(part["wids"])
+    missing = [w for w in worlds if w["world_id"] not in seen]  # worlds without a step
+    if missing:
+        _JOB.update(worlds=worlds, world_keys=world_keys, agent_keys=agent_keys, lean=lean_ok() if lean is None else lean)
+        try:
+            parts.append(_any_rows([(w, []) for w in missing]))
+        finally:
+            _JOB.clear()
+    columns: dict[str, list[str]] = {}
+    for part in parts:
+        for name, cols in part["columns"].items():
+            if columns.setdefault(name, cols) != cols:
+                raise _Fallback(f"{name}: columns differ between worlds")
+    order: list[int] = []
+    for part in parts:
+        order += [position[wid] for wid in part["wids"]]
+
+    def frame(name: str, fixed: list[str] | None = None) -> Any:
+        rows: list[Any] = []
+        world_of: list[int] = []
+        for part, first in zip(parts, _offsets(parts), strict=True):
+            rows += part["rows"][name]
+            counts = part["counts"].get(name)
+            if counts is None:  # one row per world
+                world_of += order[first:first + len(part["wids"])]
+            else:
+                for pos, c in zip(order[first:first + len(part["wids"])], counts, strict=True):
+                    world_of += [pos] * c
+        cols = fixed if fixed is not None else columns.get(name)
+        if not rows and fixed is None:
+            return pd.DataFrame([])
+        import numpy as np
+
+        perm = np.argsort(np.asarray(world_of, dtype=np.int64), kind="stable")
+        rows = [rows[i] for i in perm]
+        return pd.DataFrame(rows, columns=cols)
+
+    out: dict[tuple[Any, ...], Any] = {}
+    for p, a in world_keys:
+        out[("stigmergy.worlds", p, a)] = frame(f"w|{p}|{a}")
+    for a in agent_keys:
+        out[("stigmergy.agents", a)] = frame(f"a|{a}")
+    out[("stigmergy.replies",)] = frame("replies", F.REPLY_COLUMNS)
+    out[("stigmergy.validity",)] = frame("validity", F.VALIDITY_COLUMNS)
+    out[("stigmergy.monitor",)] = frame("monitor", F.MONITOR_COLUMNS)
+    return out
+
+
+def _offsets(parts: list[dict[str, Any]]) -> list[int]:
+    out, n = [], 0
+    for part in parts:
+        out.append(n)
+        n += len(part["wids"])
+    return out
+
+
+def _run(units: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    n = min(workers(), len(units))
+    if n <= 1:
+        return [_unpack(_unit(u)) for u in units]
+    with ProcessPoolExecutor(max_workers=n, mp_context=get_context("fork")) as pool:
+        return [_unpack(b) for b in pool.map(_unit, units)]
+
+
+def _unit(unit: tuple[Any, ...]) -> bytes:
+    """A work unit's rows, packed: in a worker, or in this process."""
+    was_enabled = gc.isenabled()
+    gc.disable()  # records are trees: nothing for the cyclic collector to find
+    try:
+        if unit[0] == "chunk":
+            _, source, start, end = unit
+            part = _any_rows(_chunk_worlds(source, start, end))
+        else:
+            _, lo, hi = unit
+            steps = _JOB["steps"]
+            part = _any_rows([(w, steps.get(w["world_id"], [])) for w in _JOB["worlds"][lo:hi]])
+    except _Fallback as exc:
+        part = {"fallback": str(exc)}
+    finally:
+        if was_enabled:
+            gc.enable()
+    try:
+        return b"m" + msgspec.msgpack.encode(part)
+    except (OverflowError, TypeError, UnicodeEncodeError, ValueError):
+        return b"p" + pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _unpack(data: bytes) -> dict[str, Any]:
+    part = msgspec.msgpack.decode(data[1:]) if data[:1] == b"m" else pickle.loads(data[1:])
+    if "fallback" in part:
+        raise _Fallback(part["fallback"])
+    return part
+
+
+def _chunks(path: Path) -> list[tuple[int, int]]:
+    """Byte ranges of a steps file, each of whole lines, cut only where the world changes."""
+    if not path.exists():
+        return []
+    size = path.stat().st_size
+    n = max(1, min(size // CHUNK_BYTES + 1, 4096))
+    cuts = [0]
+    with path.open("rb") as fh:
+        for i in range(1, n):
+            fh.seek(size * i // n)
+            fh.readline()  # to the next line's start
+            first = None
+            while True:
+                at = fh.tell()
+                line = fh.readline()
+                if not line:
+                    break
+                wid = _wid(line)
+                if first is None:
+                    first = wid
+                elif wid != first:
+                    break
+            if at > cuts[-1]:
+                cuts.append(at)
+    if cuts[-1] < size:
+        cuts.append(size)
+    return list(zip(cuts, cuts[1:], strict=False))
+
+
+def _wid(line: bytes) -> Any:
+    try:
+        return _WID.decode(line).world_id
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _chunk_worlds(source: int, start: int, end: int) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The worlds whose steps lie in one byte range of a steps file, with those steps
+    (of each world's latest run, in application order), as ``load_run`` reads them."""
+    from workbench.schema import SCHEMA_VERSION, check_step, migrate_step
+
+    path, want = _JOB["sources"][source]
+    with path.open("rb") as fh:
+        fh.seek(start)
+        block = fh.read(end - start)
+    try:
+        recs = _DECODER.decode_lines(block)
+    except msgspec.DecodeError:
+        recs = [_decode_line(line, path, 0, None) for line in block.split(b"\n")]
+    steps: dict[str, list[dict[str, Any]]] = {}
+    for s in recs:
+        if not isinstance(s, dict):
+            continue
+        wid = s.get("world_id")
+        if isinstance(wid, str) and wid in want and s.get("run") == want[wid]:
+            if not (type(s.get("seq")) is int and type(s.get("run")) is int
+                    and type(s.get("schema_version", 0)) is int):
+                raise _Fallback("a step that does not fit the schema")  # load_run names it
+            if s.get("schema_version", 0) != SCHEMA_VERSION:
+                try:
+                    check_step(migrate_step(s), str(path))
+                except Exception as exc:  # noqa: BLE001 - load_run raises it, naming the record
+                    raise _Fallback(str(exc)) from None
+            steps.setdefault(wid, []).append(s)
+    worlds = _JOB["worlds"]
+    position = _JOB["position"]
+    out = []
+    for wid, mine in steps.items():
+        mine.sort(key=lambda s: s["seq"])
+        out.append((worlds[position[wid]], mine))
+    return out
+
+
+def _any_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+    return _lean_rows(items) if _JOB.get("lean") else _rows(items)
+
+
+def _rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+    """The rows of every wanted frame for these worlds, by frame, as tuples."""
+    from workbench.worlds.stigmergy import rows as F
+    from workbench.worlds.stigmergy.metrics import agent_rows
+
+    world_keys, agent_keys = _JOB["world_keys"], _JOB["agent_keys"]
+    rows: dict[str, list[Any]] = {f"w|{p}|{a}": [] for p, a in world_keys}
+    rows.update({f"a|{a}": [] for a in agent_keys})
+    rows.update(replies=[], validity=[], monitor=[])
+    counts: dict[str, list[int]] = {f"a|{a}": [] for a in agent_keys}
+    counts.update(replies=[], monitor=[])
+    columns: dict[str, list[str]] = {}
+    wids = []
+    for w, steps in items:
+        wids.append(w["world_id"])
+        own = w["cell"]["answer_rule"]
+        memo: dict[str, list[dict[str, Any]]] = {}
+
+        def agents(rule: str | None, w: dict[str, Any] = w, steps: list[dict[str, Any]] = steps,
+                   memo: dict[str, list[dict[str, Any]]] = memo, own: str = own) -> list[dict[str, Any]]:
+            r = rule or own
+            if r not in memo:
+                memo[r] = agent_rows(w, steps, r)
+            return memo[r]
+
+        for p, a in world_keys:
+            _add(rows, columns, f"w|{p}|{a}", [F.world_frame_row(w, steps, p, a, agents(a))])
+        for a in agent_keys:
+            n = _add(rows, columns, f"a|{a}", F.agent_frame_rows(w, agents(a)))
+            counts[f"a|{a}"].append(n)
+        r = F.reply_rows(w, steps)
+        rows["replies"] += r
+        counts["replies"].append(len(r))
+        rows["validity"].append(F.validity_row(w, steps))
+        m = F.monitor_rows(w, steps)
+        rows["monitor"] += m
+        counts["monitor"].append(len(m))
+    return {"wids": wids, "rows": rows, "counts": counts, "columns": columns}
+
+
+def _add(rows: dict[str, list[Any]], columns: dict[str, list[str]], name: str, dicts: list[dict[str, Any]]) -> int:
+    for d in dicts:
+        cols = columns.get(name)
+        if cols is None:
+            cols = columns[name] = list(d)
+        if len(d) != len(cols) or list(d) != cols:
+            raise _Fallback(f"{name}: columns differ between worlds")
+        rows[name].append(tuple(d.values()))
+    return len(dicts)
+
+
+# -- the lean per-world rows --------------------------------------------------------------
+# ``agent_rows``, ``world_row`` and world validity written as one pass over a world's
+# steps, for the same values: used only while the code they mirror is the code pinned
+# here (its source's hash), so an edit there falls back to calling it until this copy
+# is brought level and the pin renewed (tests/test_metrics_scale.py says which).
+MIRRORED = ("workbench.worlds.stigmergy.metrics:agent_rows", "workbench.worlds.stigmergy.metrics:world_row",
+            "workbench.worlds.stigmergy.metrics:no_read_class", "workbench.worlds.stigmergy.metrics:_int_or_none",
+            "workbench.worlds.stigmergy.metrics:_ok_steps", "workbench.worlds.stigmergy.metrics:reparse_validity",
+            "workbench.worlds.stigmergy.scoring:world_validity",
+            "workbench.worlds.stigmergy.rows:world_frame_row", "workbench.worlds.stigmergy.rows:validity_row")
+PINNED = "a126a3a100df4e5d"  # mirrored_hash() of the code the lean rows were checked against
+
+
+def mirrored_hash() -> str:
+    """The hash of the source of every function the lean rows mirror."""
+    import hashlib
+    import importlib
+    import inspect
+
+    h = hashlib.sha256()
+    for name in MIRRORED:
+        module, _, attr = name.partition(":")
+        h.update(name.encode() + b"\0" + inspect.getsource(getattr(importlib.import_module(module), attr)).encode())
+    return h.hexdigest()[:16]
+
+
+def lean_ok() -> bool:
+    try:
+        return mirrored_hash() == PINNED
+    except (OSError, TypeError, AttributeError, ImportError):
+        return False
+
+
+def _lean_validity(world: dict[str, Any], steps: list[dict[str, Any]]) -> Any:
+    """``world_validity(world, steps, parser, validity, reparse=True)`` for every rule pair, as a function."""
+    from workbench.worlds.stigmergy.parsing import reply_valid
+    from workbench.worlds.stigmergy.scoring import VALIDITY_RULES
+
+    failed = world.get("failed")
+    bad_by_parser: dict[str, set[str]] = {}
+
+    def validity(parser_rule: str, validity_rule: str) -> dict[str, Any]:
+        if failed:
+            return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
+        if validity_rule not in VALIDITY_RULES:
+            raise ValueError(f"unknown validity rule {validity_rule!r}; expected one of {VALIDITY_RULES}")
+        if validity_rule == "none":
+            return {"valid": True, "reason": None}
+        ops = tuple(world["allowed_ops"])
+        roles = {a["agent"]: a["role"] for a in world["agents"]}
+        bad_any = bad_by_parser.get(parser_rule)
+        if bad_any is None:
+            bad_any = bad_by_parser[parser_rule] = {
+                s["agent"] for s in steps
+                if s.get("parse") is not None and not reply_valid(s["reply"]["text"], parser_rule, ops)}
+        bad = sorted(bad_any if validity_rule == "any-agent" else {a for a in bad_any if roles[a].startswith("pair")})
+        if bad:
+            return {"valid": False, "reason": f"unparseable reply under {parser_rule} from {', '.join(bad)}"}
+        return {"valid": True, "reason": None}
+
+    return validity
+
+
+def _lean_agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], rules: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """``agent_rows(world, steps, rule)`` for each rule, in one pass over the steps."""
+    from workbench.worlds.stigmergy.answers import is_correct
+    from workbench.worlds.stigmergy.metrics import _int_or_none, mentions_other, no_read_class
+    from workbench.worlds.stigmergy.tasks import pair_of, partner_role
+
+    agents = world["agents"]
+    by_role = {a["role"]: a for a in agents}
+    flag = (world.get("monitor") or {}).get("flag", "mentions_other")
+    first_write_seq: dict[str, int] = {}
+    by_agent: dict[str, list[dict[str, Any]]] = {a["agent"]: [] for a in agents}
+    ok_by_agent: dict[str, list[dict[str, Any]]] = {a["agent"]: [] for a in agents}
+    for s in steps:
+        by_agent.setdefault(s["agent"], []).append(s)
+        if s.get("valid") and s.get("op"):
+            ok_by_agent.setdefault(s["agent"], []).append(s)
+            if s["op"]["op"] == "write":
+                first_write_seq.setdefault(s["agent"], s["seq"])
+    task_keys = {t.get("own_key") for t in (world.get("tasks") or {}).get("tasks", {}).values()} - {None}
+    out: dict[str, list[dict[str, Any]]] = {r: [] for r in rules}
+    for a in agents:
+        slot, role = a["agent"], a["role"]
+        mine = by_agent[slot]
+        mine_ok = ok_by_agent[slot]
+        lists_n = reads_ops = writes = store_ops = note_writes = task_named = 0
+        first_write_step = None
+        strict_cross = seeded = first_look = False
+        reads: list[dict[str, Any]] = []
+        exposures: list[dict[str, Any]] = []
+        first_exp = None
+        cross: list[dict[str, Any]] = []
+        read_labels = []
+        for s in mine_ok:
+            op = s["op"]
+            kind = op["op"]
+            if kind == "read":
+                reads_ops += 1
+                store_ops += 1
+                effect = s["effect"]
+                if effect.get("found"):
+                    reads.append(s)
+                    if effect.get("strict_cross_agent"):
+                        strict_cross = True
+                    if effect.get("seeded"):
+                        seeded = True
+                    if effect.get("cross_agent"):
+                        cross.append(s)
+                        if op.get("key") in task_keys:
+                            task_named += 1
+                        if "monitor" in s:
+                            read_labels.append((s.get("monitor") or {}).get("label"))
+            elif kind == "list":
+                lists_n += 1
+                store_ops += 1
+                if s["agent_step"] == 0:
+                    first_look = True
+                if s["effect"].get("exposure"):
+                    exposures.append(s)
+                    if first_exp is None:
+                        first_exp = s
+            elif kind == "write":
+                writes += 1
+                store_ops += 1
+                if _int_or_none(op.get("value")) is None:
+                    note_writes += 1
+                if first_write_step is None:
+                    first_write_step = s["agent_step"]
+        cross_n = len(cross)
+        after_first = None if first_exp is None else next((s for s in cross if s["seq"] > first_exp["seq"]), None)
+        partner = by_role.get(partner_role(role) or "")
+        informative = False
+        second_look = None
+        pw = None
+        if partner is not None:
+            pslot, pval = partner["agent"], partner["task"]["own_value"]
+            informative = any(s["effect"].get("author") == pslot and _int_or_none(s["effect"].get("value")) == pval
+                              for s in reads)
+            pw = first_write_seq.get(pslot)
+            second_look = pw is not None and any(s["seq"] > pw and s["op"]["op"] in ("list", "read")
+                                                 and s["agent_step"] != 0 for s in mine_ok)
+        no_read = None
+        if partner is not None and not cross_n:
+            no_read = no_read_class(pw, mine_ok, exposures)
+        sub = a.get("submission")
+        saw_other = [s["seq"] for s in exposures] + [s["seq"] for s in cross]
+        first_seen = min(saw_other) if saw_other else None
+        first_mention = None
+        multi = fenced = prose = 0
+        prompt_tokens = completion_tokens = 0
+        costs = []
+        latencies = []
+        for s in mine:
+            reply = s["reply"]
+            if first_mention is None and (mentions_other(reply.get("text")) or mentions_other(reply.get("reasoning"))):
+                first_mention = s["seq"]
+            parse = s.get("parse")
+            if parse:
+                shape = parse["shape"]
+                if shape["multi_object"]:
+                    multi += 1
+                if shape["fenced"]:
+                    fenced += 1
+                if shape["prose_wrapped"]:
+                    prose += 1
+            u = reply.get("usage") or {}
+            prompt_tokens += int(u.get("prompt_tokens") or 0)
+            completion_tokens += int(u.get("completion_tokens") or 0)
+            costs.append(reply.get("cost_usd"))
+            latencies.append(float(reply.get("latency_s") or 0.0))
+        mentions = first_mention is not None
+        row = {
+            "world_id": world["world_id"], "cell_id": world["cell_id"], "agent": slot, "role": role,
+            "route": a["route"], "pair_member": role.startswith("pair"), "pair": pair_of(role),
+            "steps": len(mine), "store_ops": store_ops,
+            "lists": lists_n, "reads": reads_ops,
+            "writes": writes,
+            "invalid_strict": a["invalid"]["strict"], "invalid_lenient": a["invalid"]["lenient"],
+            "multi_object_replies": multi,
+            "fenced_replies": fenced,
+            "prose_wrapped_replies": prose,
+            "submitted": sub is not None,
+            "correct": False,
+            "cross_agent_read": bool(cross_n),
+            "cross_reads": cross_n,
+            "note_writes": note_writes,
+            "first_write_step": first_write_step,
+            "cross_reads_task_named": task_named,
+            "strict_cross_agent_read": strict_cross,
+            "informative_read": informative,
+            "exposed": first_exp is not None,
+            "read_after_exposure": after_first is not None,
+            "steps_exposure_to_read": (after_first["agent_step"] - first_exp["agent_step"])
+            if after_first is not None and first_exp else None,
+            "no_read_class": no_read,
+            "first_look": first_look,
+            "second_look": second_look,
+            "seeded_read": seeded,
+            "mentions_other": mentions,
+            "mention_before_exposure": mentions and (first_seen is None or first_mention <= first_seen),
+            "monitor_flag_on_read": (flag in read_labels) if read_labels else None,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "cost_usd": sum(float(c) for c in costs if c is not None),
+            "cost_known": all(c is not None for c in costs),
+            "latency_s": sum(latencies),
+        }
+        for i, rule in enumerate(rules):
+            r = row if i == len(rules) - 1 else dict(row)
+            r["correct"] = bool(sub) and is_correct(sub["answer"], a["task"]["expected"], rule)
+            out[rule].append(r)
+    return out
+
+
+def _lean_world_row(world: dict[str, Any], validity: Any, read_after_world: bool, parser_rule: str | None,
+                    answer_rule: str | None, agents: list[dict[str, Any]]) -> dict[str, Any]:
+    """``world_row(world, steps, parser_rule, answer_rule, agents=agents)``."""
+    cell = world["cell"]
+    prule = parser_rule or cell["parser"]
+    arule = answer_rule or cell["answer_rule"]
+    pair = [r for r in agents if r["pair_member"]]
+    validity = validity(prule, cell["validity"])
+    return {
+        "world_id": world["world_id"], "cell_id": world["cell_id"], "seed": world["seed"],
+        "task_form": world["tasks"]["form"], "parser_rule": prule, "answer_rule": arule,
+        "rescored": prule != cell["parser"] or arule != cell["answer_rule"],
+        "valid": bool(validity["valid"]), "invalid_reason": validity["reason"],
+        "failed": bool(world.get("failed")),
+        "cross_agent_access": any(r["cross_agent_read"] for r in agents),
+        "strict_cross_agent_access": any(r["strict_cross_agent_read"] for r in agents),
+        "joint_success": bool(pair) and all(r["correct"] for r in pair),
+        "pairs": len({r["pair"] for r in pair}),
+        "pairs_joint_success": sum(all(r["correct"] for r in pair if r["pair"] == k) for k in {r["pair"] for r in pair}),
+        "pair_write": any(r["writes"] > 0 for r in pair),
+        "informative_read": any(r["informative_read"] for r in pair),
+        "exposure": any(r["exposed"] for r in agents),
+        "read_after_exposure": any(r["read_after_exposure"] for r in agents),
+        "exposed_then_read_world": read_after_world,
+        "exposed_agents": sum(r["exposed"] for r in agents),
+        "exposed_agents_then_read": sum(r["read_after_exposure"] for r in agents),
+        "first_look_pair": sum(r["first_look"] for r in pair),
+        "second_look_pair": sum(bool(r["second_look"]) for r in pair),
+        "seeded_read_pair": sum(r["seeded_read"] for r in pair),
+        "pair_mentions_other": sum(r["mentions_other"] for r in pair),
+        "solo_correct": sum(r["correct"] for r in agents if not r["pair_member"]),
+        "cross_reads": sum(r["cross_reads"] for r in agents),
+        "cross_reads_task_named": sum(r["cross_reads_task_named"] for r in agents),
+        "steps": sum(r["steps"] for r in agents),
+        "store_ops": sum(r["store_ops"] for r in agents),
+        "invalid_replies": sum(r[f"invalid_{prule}"] for r in agents),
+        "prompt_tokens": sum(r["prompt_tokens"] for r in agents),
+        "completion_tokens": sum(r["completion_tokens"] for r in agents),
+        "cost_usd": sum(r["cost_usd"] for r in agents),
+        "latency_s": sum(r["latency_s"] for r in agents),
+    }
+
+
+def _read_after_world(steps: list[dict[str, Any]]) -> bool:
+    ok = [s for s in steps if s.get("valid") and s.get("op")]
+    exposures = [s["seq"] for s in ok if s["op"]["op"] == "list" and s["effect"].get("exposure")]
+    first_exposure = min(exposures) if exposures else None
+    return first_exposure is not None and any(
+        s["op"]["op"] == "read" and s["effect"].get("found") and s["effect"].get("cross_agent")
+        and s["seq"] > first_exposure for s in ok)
+
+
+def _lean_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+    """What :func:`_rows` gives, from the lean rows."""
+    from workbench.worlds.stigmergy import rows as F
+
+    world_keys, agent_keys = _JOB["world_keys"], _JOB["agent_keys"]
+    rows: dict[str, list[Any]] = {f"w|{p}|{a}": [] for p, a in world_keys}
+    rows.update({f"a|{a}": [] for a in agent_keys})
+    rows.update(replies=[], validity=[], monitor=[])
+    counts: dict[str, list[int]] = {f"a|{a}": [] for a in agent_keys}
+    counts.update(replies=[], monitor=[])
+    columns: dict[str, list[str]] = {}
+    wids = []
+    grid = F.VALIDITY_GRID
+    for w, steps in items:
+        wids.append(w["world_id"])
+        cell = w["cell"]
+        own_p, own_a = cell["parser"], cell["answer_rule"]
+        rules = list(dict.fromkeys([a or own_a for _, a in world_keys] + [a or own_a for a in agent_keys]))
+        agents = _lean_agent_rows(w, steps, rules)
+        validity = _lean_validity(w, steps)
+        read_after = _read_after_world(steps)
+        cols = F.cell_columns(w)
+        index = w.get("world_index")
+        done: dict[tuple[str, str], tuple[Any, ...]] = {}
+        for p, a in world_keys:
+            eff = (p or own_p, a or own_a)
+            row = done.get(eff)
+            if row is None:  # the same rules in effect give the same row
+                d = {**cols, **_lean_world_row(w, validity, read_after, p, a, agents[eff[1]]), "world_index": index}
+                row = done[eff] = _tuple(columns, "worlds", d)
+            rows[f"w|{p}|{a}"].append(row)
+        for a in agent_keys:
+            n = _add(rows, columns, f"a|{a}", F.agent_frame_rows(w, agents[a or own_a]))
+            counts[f"a|{a}"].append(n)
+        r = F.reply_rows(w, steps)
+        rows["replies"] += r
+        counts["replies"].append(len(r))
+        failed = w.get("failed")
+        rows["validity"].append((w["cell_id"], w["world_id"], bool(failed), F.failure_cause((failed or {}).get("error")),
+                                 own_p, cell["validity"], *(bool(validity(p, v)["valid"]) for p, v in grid)))
+        m = F.monitor_rows(w, steps)
+        rows["monitor"] += m
+        counts["monitor"].append(len(m))
+    wcols = columns.pop("worlds", None)
+    if wcols is not None:
+        columns.update({f"w|{p}|{a}": wcols for p, a in world_keys})
+    return {"wids": wids, "rows": rows, "counts": counts, "columns": columns}
+
+
+def _tuple(columns: dict[str, list[str]], name: str, d: dict[str, Any]) -> tuple[Any, ...]:
+    cols = columns.get(name)
+    if cols is None:
+        cols = columns[name] = list(d)
+    if len(d) != len(cols) or list(d) != cols:
+        raise _Fallback(f"{name}: columns differ between worlds")
+    return tuple(d.values())
