@@ -15,7 +15,16 @@ from workbench.worlds.stigmergy.frames import agent_frame, world_frame
 def cell_tables(records: RunRecords, parser_rule: str | None = None,
                 answer_rule: str | None = None, holm: bool = False) -> dict[str, pd.DataFrame]:
     """Every shipped table of a run, by name: one row per cell (or per matched pair
-    of cells, for contrasts), each with its title and constant factors in attrs."""
+    of cells, for contrasts), each with its title and constant factors in attrs.
+    Built once per load and rules (`workbench metrics` writes them, then prints
+    them); each caller gets copies."""
+    tables = records.derived_value(("stigmergy.cell_tables", parser_rule, answer_rule, holm),
+                                   lambda: _cell_tables(records, parser_rule, answer_rule, holm))
+    return {name: t.copy() for name, t in tables.items()}
+
+
+def _cell_tables(records: RunRecords, parser_rule: str | None, answer_rule: str | None,
+                 holm: bool) -> dict[str, pd.DataFrame]:
     from workbench.metrics.contrasts import contrast_table, contrasts_for
     from workbench.metrics.design import design_of_records
     from workbench.worlds.stigmergy.frames import monitor_frame, reply_frame, units, validity_frame

@@ -387,8 +387,15 @@ def _lean_validity(world: dict[str, Any], steps: list[dict[str, Any]]) -> Any:
 
     failed = world.get("failed")
     bad_by_parser: dict[str, set[str]] = {}
+    memo: dict[tuple[str, str], dict[str, Any]] = {}
 
     def validity(parser_rule: str, validity_rule: str) -> dict[str, Any]:
+        hit = memo.get((parser_rule, validity_rule))
+        if hit is None:
+            hit = memo[parser_rule, validity_rule] = _validity(parser_rule, validity_rule)
+        return dict(hit)
+
+    def _validity(parser_rule: str, validity_rule: str) -> dict[str, Any]:
         if failed:
             return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
         if validity_rule not in VALIDITY_RULES:
@@ -558,9 +565,27 @@ def _lean_agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], rules: 
         }
         for i, rule in enumerate(rules):
             r = row if i == len(rules) - 1 else dict(row)
-            r["correct"] = bool(sub) and is_correct(sub["answer"], a["task"]["expected"], rule)
+            r["correct"] = bool(sub) and _is_correct(is_correct, sub["answer"], a["task"]["expected"], rule)
             out[rule].append(r)
     return out
+
+
+_CORRECT: dict[tuple[Any, ...], bool] = {}
+
+
+def _is_correct(is_correct: Any, answer: Any, expected: Any, rule: str) -> bool:
+    """``is_correct``, a pure function, remembered for answers that are plain
+    numbers or text (most of a simulated run's; the rest are asked each time)."""
+    kind = type(answer)
+    if kind is not int and kind is not str or type(expected) is not int:
+        return is_correct(answer, expected, rule)
+    key = (kind, answer, expected, rule)
+    hit = _CORRECT.get(key)
+    if hit is None:
+        if len(_CORRECT) > 1 << 18:
+            _CORRECT.clear()
+        hit = _CORRECT[key] = is_correct(answer, expected, rule)
+    return hit
 
 
 def _lean_world_row(world: dict[str, Any], validity: Any, read_after_world: bool, parser_rule: str | None,
@@ -606,6 +631,30 @@ def _lean_world_row(world: dict[str, Any], validity: Any, read_after_world: bool
     }
 
 
+def _rescored_world_row(base: dict[str, Any], world: dict[str, Any], validity: Any, parser_rule: str | None,
+                        answer_rule: str | None, agents: list[dict[str, Any]]) -> dict[str, Any]:
+    """``_lean_world_row`` under other rules, from its row under the first: only what
+    depends on the parser rule (validity, invalid replies) or on the answer rule (the
+    agents' ``correct``) is computed again, by the same expressions."""
+    cell = world["cell"]
+    prule = parser_rule or cell["parser"]
+    arule = answer_rule or cell["answer_rule"]
+    row = dict(base)
+    row["parser_rule"], row["answer_rule"] = prule, arule
+    row["rescored"] = prule != cell["parser"] or arule != cell["answer_rule"]
+    if prule != base["parser_rule"]:
+        v = validity(prule, cell["validity"])
+        row["valid"], row["invalid_reason"] = bool(v["valid"]), v["reason"]
+        row["invalid_replies"] = sum(r[f"invalid_{prule}"] for r in agents)
+    if arule != base["answer_rule"]:
+        pair = [r for r in agents if r["pair_member"]]
+        row["joint_success"] = bool(pair) and all(r["correct"] for r in pair)
+        row["pairs_joint_success"] = sum(all(r["correct"] for r in pair if r["pair"] == k)
+                                         for k in {r["pair"] for r in pair})
+        row["solo_correct"] = sum(r["correct"] for r in agents if not r["pair_member"])
+    return row
+
+
 def _read_after_world(steps: list[dict[str, Any]]) -> bool:
     ok = [s for s in steps if s.get("valid") and s.get("op")]
     exposures = [s["seq"] for s in ok if s["op"]["op"] == "list" and s["effect"].get("exposure")]
@@ -639,12 +688,17 @@ def _lean_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict
         cols = F.cell_columns(w)
         index = w.get("world_index")
         done: dict[tuple[str, str], tuple[Any, ...]] = {}
+        base = None
         for p, a in world_keys:
             eff = (p or own_p, a or own_a)
             row = done.get(eff)
             if row is None:  # the same rules in effect give the same row
-                d = {**cols, **_lean_world_row(w, validity, read_after, p, a, agents[eff[1]]), "world_index": index}
-                row = done[eff] = _tuple(columns, "worlds", d)
+                if base is None:
+                    base = _lean_world_row(w, validity, read_after, p, a, agents[eff[1]])
+                    wrow = base
+                else:
+                    wrow = _rescored_world_row(base, w, validity, p, a, agents[eff[1]])
+                row = done[eff] = _tuple(columns, "worlds", {**cols, **wrow, "world_index": index})
             rows[f"w|{p}|{a}"].append(row)
         for a in agent_keys:
             n = _add(rows, columns, f"a|{a}", F.agent_frame_rows(w, agents[a or own_a]))
