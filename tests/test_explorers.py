@@ -99,6 +99,22 @@ def test_a_changed_dropdown_leaves_nothing_of_the_previous_world(stigmergy_study
     assert world_ids(ex) == {ex.world["world_id"]} and ex.world["world_id"].endswith("-0001")
 
 
+def test_world_size_and_open_question_factors_are_widgets(stigmergy_study: Path) -> None:
+    from workbench.worlds.stigmergy.explorer import WorldExplorer
+
+    ex = WorldExplorer.from_study(stigmergy_study)
+    assert len(ex.world["agents"]) == 4
+    ex.controls["pairs"].value = 2
+    roles = sorted(a["role"] for a in ex.world["agents"])
+    assert roles == ["pair2_a", "pair2_b", "pair_a", "pair_b", "solo_1", "solo_2"]
+    assert world_ids(ex) == {ex.world["world_id"]} and ex.world["cell"]["pairs"] == 2
+    ex.controls["solos"].value = 0
+    assert len(ex.world["agents"]) == 4 and all(a["role"].startswith("pair") for a in ex.world["agents"])
+    ex.controls["vocabulary"].value = "withheld"
+    assert ex.world["cell"]["vocabulary"] == "withheld"
+    assert not any(k in a["task_text"] for a in ex.world["agents"] for k in ("C_A", "C_B", "R_A", "R_B"))
+
+
 def test_a_label_is_dropped_once_the_settings_leave_its_cell(stigmergy_study: Path) -> None:
     from workbench.worlds.stigmergy.explorer import WorldExplorer
 

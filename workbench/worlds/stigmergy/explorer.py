@@ -39,8 +39,19 @@ FACTORS: dict[str, tuple[str, ...]] = {
     "clauses": ("both", "persist-only", "recheck-only", "none"),
     "scheduler": ("async", "lockstep"),
     "parser": ("strict", "lenient"),
+    # the paper's open questions (issue 22): vocabulary, what writers know of readers, world size
+    "vocabulary": ("named", "own-only", "withheld"),
+    "reader_signal": ("none", "told", "receipts"),
+    "pairs": (1, 2, 3, 4),
+    "solos": (0, 1, 2, 3, 4, 6),
 }
 VIEWS = ("summary", "timeline", "step", "transcripts")
+
+
+def _with(options: tuple[Any, ...], value: Any) -> list[Any]:
+    """A dropdown's options with a cell's own value among them (a study may use any size)."""
+    return list(options) if value in options else sorted([*options, value]) if isinstance(value, int) \
+        else [*options, value]
 SUMMARY_METRICS = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write", "exposure",
                    "valid")
 RUN_COMMAND = ".venv/bin/workbench run params/smoke.yaml --out outputs/smoke"  # a run set to open (or outputs/demo)
@@ -190,7 +201,8 @@ class WorldExplorer(_WorldViews):
                                value=self.cell.index, description="cell"),
         }
         for name, opts in FACTORS.items():
-            self.controls[name] = W.Dropdown(options=list(opts), value=getattr(spec, name), description=name)
+            self.controls[name] = W.Dropdown(options=_with(opts, getattr(spec, name)), value=getattr(spec, name),
+                                             description=name)
         extra = [c.spec.model for c in study.cells] + [f"sim/{p}" for p in study.profiles]
         self.controls["model"] = W.Combobox(
             value=model or spec.model, options=route_options(extra), ensure_option=False, continuous_update=False,
@@ -208,6 +220,7 @@ class WorldExplorer(_WorldViews):
                    "other route runs only when you press <b>Run</b>."),
             W.HBox([c["cell"], c["world"]]),
             W.HBox([c["condition"], c["clauses"], c["scheduler"]]),
+            W.HBox([c["vocabulary"], c["reader_signal"], c["pairs"], c["solos"]]),
             W.HBox([c["parser"], c["model"], self.run_button]),
             self.status, self.views["summary"], self.views["timeline"], self.step, self.views["step"],
             self.views["transcripts"],
@@ -245,7 +258,10 @@ class WorldExplorer(_WorldViews):
         self._quiet = True
         try:
             for name in (*FACTORS, "model"):
-                self.controls[name].value = getattr(self.cell.spec, name)
+                value = getattr(self.cell.spec, name)
+                if name in FACTORS and value not in self.controls[name].options:  # e.g. a cell of 5 solos
+                    self.controls[name].options = _with(FACTORS[name], value)
+                self.controls[name].value = value
         finally:
             self._quiet = False
         self._changed()
