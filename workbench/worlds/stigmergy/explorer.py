@@ -34,7 +34,7 @@ from workbench.views.panel import CellWorldPicker, Missing, Panel, ShownAsWidget
 from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.worlds.stigmergy.spec import CONDITIONS
 
-FACTORS: dict[str, tuple[str, ...]] = {
+FACTORS: dict[str, tuple[Any, ...]] = {
     "condition": CONDITIONS,
     "clauses": ("both", "persist-only", "recheck-only", "none"),
     "scheduler": ("async", "lockstep"),
