@@ -25,6 +25,7 @@ detected and cut off before new lines are appended.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
 import hashlib
 import importlib.metadata
@@ -33,6 +34,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -87,6 +89,45 @@ def as_record(obj: Any) -> Any:
         import dataclasses
 
         return dataclasses.asdict(obj)
+
+
+_MESSAGE_JSON = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(m, ensure_ascii=False), built once
+_json_str = json.encoder.encode_basestring  # a str as JSON with non-ASCII kept (what ensure_ascii=False writes)
+
+
+def _message_json(message: dict[str, Any]) -> str:
+    """``json.dumps(message, ensure_ascii=False)``: a plain chat message (role, then
+    content, both text) is written directly, any other through the encoder."""
+    if len(message) == 2:
+        role, content = message.get("role"), message.get("content")
+        if type(role) is str and type(content) is str and next(iter(message)) == "role":
+            return '{"role": ' + _json_str(role) + ', "content": ' + _json_str(content) + "}"
+    return _MESSAGE_JSON(message)
+
+
+class MessagesDigest:
+    """SHA-256 of ``json.dumps(messages[:n], ensure_ascii=False)`` for a conversation
+    that only grows (the bytes a step record's ``messages_sha256`` hashes), kept
+    incrementally: each message is encoded and hashed once, and a digest costs one
+    copy of the running hash. The same bytes as encoding the whole list each time."""
+
+    __slots__ = ("_hash", "_n")
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256(b"[")
+        self._n = 0
+
+    def hexdigest(self, messages: list[dict[str, Any]], n: int) -> str:
+        if n < self._n:  # an earlier prefix than the one kept: hash it anew
+            return hashlib.sha256(json.dumps(messages[:n], ensure_ascii=False).encode()).hexdigest()
+        h, k = self._hash, self._n
+        for m in messages[k:n]:
+            h.update(((", " if k else "") + _message_json(m)).encode())
+            k += 1
+        self._n = k
+        final = h.copy()
+        final.update(b"]")
+        return final.hexdigest()
 
 
 def dumpb(record: dict[str, Any]) -> bytes:
@@ -215,7 +256,13 @@ class RunWriter:
     def append_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
         self._raise_kept()
         stamp(world)
-        self._steps.extend(dumpb(stamp(s)) for s in steps)
+        for s in steps:
+            stamp(s)
+        if steps:
+            try:  # every step line in one call (msgspec, in C): the same bytes as one dumpb per step
+                self._steps.append(_ENCODER.encode_lines(steps))
+            except (UnicodeEncodeError, TypeError, NotImplementedError, RecursionError):
+                self._steps.extend(dumpb(s) for s in steps)
         self._worlds.append(dumpb(world))
         self._pending += 1
         if self._pending >= self.batch:
@@ -474,7 +521,7 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def environment_facts() -> dict[str, Any]:
+def _environment_facts() -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -482,6 +529,42 @@ def environment_facts() -> dict[str, Any]:
         "git": git_state(Path(__file__).resolve().parent),
         "package_sha256": package_source_hash(),
     }
+
+
+_ENV_LOCK = threading.Lock()
+_env_future: concurrent.futures.Future[dict[str, Any]] | None = None
+
+
+def prefetch_environment_facts() -> None:
+    """Start gathering :func:`environment_facts` in a thread (git's subprocesses, the
+    package hash's reads) while the caller loads its study; the next call to
+    ``environment_facts`` takes that result, the same facts, instead of gathering
+    them itself."""
+    global _env_future
+    with _ENV_LOCK:
+        if _env_future is not None:
+            return
+        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        _env_future = future
+
+    def gather() -> None:
+        try:
+            future.set_result(_environment_facts())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller of environment_facts
+            future.set_exception(exc)
+
+    threading.Thread(target=gather, name="workbench-environment", daemon=True).start()
+
+
+def environment_facts() -> dict[str, Any]:
+    """Python, platform, package versions, git revision and the package's source hash:
+    what a run entry of the manifest records. A prefetched result is used once."""
+    global _env_future
+    with _ENV_LOCK:
+        future, _env_future = _env_future, None
+    if future is not None:
+        return future.result()
+    return _environment_facts()
 
 
 def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
@@ -501,6 +584,6 @@ def json_text(answer: Any) -> str:
     if isinstance(answer, str):
         return answer
     try:
-        return json.dumps(answer, ensure_ascii=False)
+        return _MESSAGE_JSON(answer)  # json.dumps(answer, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(answer)

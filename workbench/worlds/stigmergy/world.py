@@ -15,9 +15,7 @@ a barrier.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import heapq
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -25,7 +23,7 @@ from string import Template
 from typing import Any
 
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
-from workbench.records import as_record
+from workbench.records import MessagesDigest, as_record
 from workbench.seeding import derive_seed, rng_for
 from workbench.stores.kv import KVStore
 from workbench.templates import TemplateSet
@@ -53,16 +51,14 @@ class _Agent:
     done: bool = False
     submission: dict[str, Any] | None = None
     t: float = 0.0
-    _json: list[str] = field(default_factory=list, repr=False)
+    _digest: MessagesDigest = field(default_factory=MessagesDigest, repr=False)
 
     def messages_sha256(self, n: int) -> str:
         """SHA-256 of ``json.dumps(messages[:n], ensure_ascii=False)``, the bytes every
-        record since 0.1.0 hashes, built from each message's JSON text kept once (messages
-        never change once added): re-encoding the whole history each step made the hash
-        quadratic in a world's length."""
-        for m in self.messages[len(self._json):n]:
-            self._json.append(json.dumps(m, ensure_ascii=False))
-        return hashlib.sha256(("[" + ", ".join(self._json[:n]) + "]").encode()).hexdigest()
+        record since 0.1.0 hashes, kept as a running hash (messages never change once
+        added): re-encoding the whole history each step made the hash quadratic in a
+        world's length."""
+        return self._digest.hexdigest(self.messages, n)
 
 
 def script_values(task: AgentTask, tasks: WorldTasks) -> dict[str, Any]:
@@ -359,7 +355,7 @@ class StigmergyWorld:
             "run": self.run_no, "seed": self.seed, "cell": self.cell.model_dump(mode="json"),
             "tasks": self.tasks.to_record(), "joint_answer": self.tasks.joint_answer,
             "allowed_ops": list(self.ops), "agents": agents, "prepopulated": self.prepopulated,
-            "store_log": [e.to_record() for e in self.store.log], "n_steps": len(self.steps),
+            "store_log": as_record(self.store.log), "n_steps": len(self.steps),
             "clock_end": round(self.clock, 6), "failed": self.failure,
             "timing": {"wall_s": round(wall_s, 6)},
         }
