@@ -212,12 +212,17 @@ def _finished(run_dir: str):  # noqa: ANN202 - RunRecords | None
 
 def preflight(study) -> int:  # noqa: ANN001 - a Study
     """Check every real-model route of a study before any call; 2 (with the reasons) if not ready."""
-    from workbench.models.preflight import route_problems
-
     routes = {r for c in study.cells for r in study.kind.routes(c.spec)}
     if study.monitor is not None:
         routes.add(study.monitor.model)
-    problems = route_problems(routes, budget_usd=study.budget_usd)
+    # routes that need keys or prices (route_problems passes over simulated and local ones; a
+    # study with none of them need not import the model clients just to learn that)
+    needs_check = any(not is_simulated_route(r) and not r.startswith("local/") for r in routes)
+    problems: list[str] = []
+    if needs_check:
+        from workbench.models.preflight import route_problems
+
+        problems = route_problems(routes, budget_usd=study.budget_usd)
     # what a kind needs besides models, e.g. a sandbox for agent code
     problems += list(dict.fromkeys(p for c in study.cells for p in study.kind.preflight(c.spec)))
     for p in problems:
@@ -240,8 +245,10 @@ def allow_unsafe_code_tasks(args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from workbench.records import prefetch_environment_facts
     from workbench.study import run_study
 
+    prefetch_environment_facts()  # the manifest's facts (git, package hash) gathered while the study loads
     allow_unsafe_code_tasks(args)
     study = load_study(args.params)
     if preflight(study):
@@ -618,12 +625,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def _plan_line(study) -> str | None:  # noqa: ANN001 - a Study
     """Before a run with real models or a budget: the saved plan's estimate beside the budget."""
-    from workbench.plan import saved_estimate
-    from workbench.records import sha256_file
-
     real = [r for c in study.cells for r in study.kind.routes(c.spec) if not is_simulated_route(r)]
     if not real and not study.budget_usd:
         return None
+    from workbench.plan import saved_estimate
+    from workbench.records import sha256_file
+
     estimate = saved_estimate(plan_dir(study.name), sha256_file(study.path))
     budget = f"budget_usd ${study.budget_usd:.2f}" if study.budget_usd else "no budget_usd"
     if estimate is None:
