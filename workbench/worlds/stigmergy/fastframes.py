@@ -130,7 +130,7 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
     if missing:
         _JOB.update(worlds=worlds, world_keys=world_keys, agent_keys=agent_keys, lean=lean_ok() if lean is None else lean)
         try:
-            parts.append(_any_rows([(w, []) for w in missing]))
+            parts.append(_unpack(_pack(_any_rows([(w, []) for w in missing]))))
         finally:
             _JOB.clear()
     columns: dict[str, list[str]] = {}
@@ -143,10 +143,10 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
         order += [position[wid] for wid in part["wids"]]
 
     def frame(name: str, fixed: list[str] | None = None) -> Any:
-        rows: list[Any] = []
+        import numpy as np
+
         world_of: list[int] = []
         for part, first in zip(parts, _offsets(parts), strict=True):
-            rows += part["rows"][name]
             counts = part["counts"].get(name)
             if counts is None:  # one row per world
                 world_of += order[first:first + len(part["wids"])]
@@ -154,13 +154,17 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
                 for pos, c in zip(order[first:first + len(part["wids"])], counts, strict=True):
                     world_of += [pos] * c
         cols = fixed if fixed is not None else columns.get(name)
-        if not rows and fixed is None:
-            return pd.DataFrame([])
-        import numpy as np
-
+        present = [part for part in parts if part["n"][name]]
+        if not present:
+            return pd.DataFrame([]) if fixed is None else pd.DataFrame([], columns=fixed)
+        assert cols is not None and all(len(part["cols"][name]) == len(cols) for part in present)
+        n = len(world_of)
+        data = {c: _merge([part["cols"][name][j] for part in present], n) for j, c in enumerate(cols)}
+        built = pd.DataFrame(data, columns=cols)
         perm = np.argsort(np.asarray(world_of, dtype=np.int64), kind="stable")
-        rows = [rows[i] for i in perm]
-        return pd.DataFrame(rows, columns=cols)
+        if (perm != np.arange(n)).any():
+            built = built.take(perm).reset_index(drop=True)
+        return built
 
     out: dict[tuple[Any, ...], Any] = {}
     for p, a in world_keys:
@@ -206,10 +210,118 @@ def _unit(unit: tuple[Any, ...]) -> bytes:
     finally:
         if was_enabled:
             gc.enable()
+    return _pack(part)
+
+
+def _pack(part: dict[str, Any]) -> bytes:
+    """A part's rows as columns (see :func:`_column`), packed."""
+    if "rows" in part:
+        part["cols"] = {name: [_column(c) for c in zip(*rows, strict=True)] if rows else []
+                        for name, rows in part.pop("rows").items()}
+        part["n"] = {name: sum(part["counts"][name]) if name in part["counts"] else len(part["wids"])
+                     for name in part["cols"]}
     try:
         return b"m" + msgspec.msgpack.encode(part)
     except (OverflowError, TypeError, UnicodeEncodeError, ValueError):
         return b"p" + pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+_NONE = type(None)
+
+
+def _column(values: tuple[Any, ...]) -> list[Any]:
+    """One column of a part: ["b", bytes] booleans, ["i", bytes, none mask] integers
+    (int64), ["f", bytes, none mask] numbers as float64, ["n", count] all missing,
+    ["s", values] text (or missing), ["bn", values] booleans (or missing), ["o",
+    values] anything else. Which of these a frame's column becomes is
+    decided when every part is in (:func:`_merge`), as pandas would decide it."""
+    import numpy as np
+
+    kinds = set(map(type, values))
+    none = _NONE in kinds
+    kinds.discard(_NONE)
+    if not kinds:
+        return ["n", len(values)]
+    if kinds == {str}:
+        return ["s", list(values)]
+    if kinds == {bool}:
+        return ["bn", list(values)] if none else ["b", np.array(values, dtype=np.bool_).tobytes()]
+    try:
+        if kinds <= {int, float}:
+            mask = np.array([v is None for v in values], dtype=np.bool_).tobytes() if none else b""
+            if kinds == {int}:
+                return ["i", np.array([0 if v is None else v for v in values], dtype=np.int64).tobytes(), mask]
+            return ["f", np.array([np.nan if v is None else v for v in values], dtype=np.float64).tobytes(), mask]
+    except OverflowError:  # an integer beyond int64: pandas decides
+        pass
+    return ["o", list(values)]
+
+
+def _merge(parts: list[list[Any]], n: int) -> Any:
+    """A frame's column from its parts' (in part order): a numpy array where every
+    part is boolean, or numeric (int64 where all are integers and none is missing,
+    else float64 with NaN for missing), as pandas infers those; else the values, for
+    pandas to infer from (:func:`_infer`)."""
+    import numpy as np
+    import pandas as pd
+
+    kinds = {p[0] for p in parts}
+    some = kinds - {"n"}  # "n": a part where the column is all missing
+    if kinds == {"b"}:
+        return np.frombuffer(b"".join(p[1] for p in parts), dtype=np.bool_)
+    if some and some <= {"i", "f"}:
+        if kinds == {"i"} and not any(p[2] for p in parts):
+            return np.frombuffer(b"".join(p[1] for p in parts), dtype=np.int64)
+        arrays = []
+        for p in parts:
+            if p[0] == "n":
+                arrays.append(np.full(p[1], np.nan))
+                continue
+            a = np.frombuffer(p[1], dtype=np.int64 if p[0] == "i" else np.float64).astype(np.float64)
+            if p[2]:
+                a[np.frombuffer(p[2], dtype=np.bool_)] = np.nan
+            arrays.append(a)
+        return np.concatenate(arrays)
+    if not some:  # nothing but missing values: pandas keeps them as objects
+        return np.full(n, None, dtype=object)
+    if some <= {"b", "bn"}:  # booleans with some missing: pandas keeps them as objects
+        flags: list[Any] = []
+        for p in parts:
+            flags += (np.frombuffer(p[1], dtype=np.bool_).tolist() if p[0] == "b"
+                      else p[1] if p[0] == "bn" else [None] * p[1])
+        return np.array(flags, dtype=object)
+    if some == {"s"}:  # text, some missing perhaps: the string dtype pandas infers for text
+        strings: list[Any] = []
+        for p in parts:
+            strings += p[1] if p[0] == "s" else [None] * p[1]
+        return pd.array(np.array(strings, dtype=object), dtype=_text_dtype())
+    values: list[Any] = []
+    for p in parts:
+        if p[0] in ("o", "s", "bn"):
+            values += p[1]
+            continue
+        if p[0] == "n":
+            values += [None] * p[1]
+            continue
+        dtype = {"b": np.bool_, "i": np.int64, "f": np.float64}[p[0]]
+        vals = np.frombuffer(p[1], dtype=dtype).tolist()
+        if p[0] != "b" and p[2]:
+            vals = [None if m else v for v, m in zip(vals, np.frombuffer(p[2], dtype=np.bool_).tolist(), strict=True)]
+        values += vals
+    return _infer(values)
+
+
+@functools.cache
+def _text_dtype() -> Any:
+    """The dtype pandas infers for a column of text."""
+    return _infer(["text", None]).dtype
+
+
+def _infer(values: list[Any]) -> Any:
+    """A column as pandas makes it from rows of values (``pd.DataFrame(rows)``)."""
+    import pandas as pd
+
+    return pd.DataFrame([(v,) for v in values])[0].array
 
 
 def _unpack(data: bytes) -> dict[str, Any]:
