@@ -147,3 +147,18 @@ def test_steps_are_read_when_first_asked_for(sim_run, tmp_path):
     assert records.steps.loaded and n == len((sim_run / STEPS).read_text().splitlines())
     assert records.problems == [f"{STEPS}:{n + 1}: malformed line skipped"]
     assert dict(records.steps) == {k: v for k, v in records.steps.items()}
+
+
+def test_csvs_written_behind_in_slices_are_the_bytes_to_csv_writes(sim_run, tmp_path, monkeypatch):
+    from workbench.metrics import files
+
+    monkeypatch.setattr(files, "CSV_SLICE_ROWS", 7)
+    monkeypatch.setattr(files, "_cores", lambda: 2)
+    records = load_run(sim_run)
+    frames = {tmp_path / "w.csv": F.world_frame(records), tmp_path / "a.csv": F.agent_frame(records),
+              tmp_path / "small.csv": F.validity_frame(records).head(5)}
+    frames[tmp_path / "w.csv"].loc[0, "invalid_reason"] = 'a "quoted", two-line\nreason'
+    files.write_csvs_behind(frames)()
+    for path, frame in frames.items():
+        assert path.read_bytes() == frame.to_csv(index=False).encode(), path.name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "small.csv", "w.csv"]

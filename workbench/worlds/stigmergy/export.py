@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.metrics.files import write_tables
+from workbench.metrics.files import write_csvs_behind, write_tables
 from workbench.records import RunRecords
 from workbench.worlds.stigmergy import tables as T
 from workbench.worlds.stigmergy.frames import agent_frame, world_frame
@@ -71,14 +71,18 @@ def write_metrics(records: RunRecords, out_dir: str | Path, parser_rule: str | N
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
+    csvs: dict[Path, pd.DataFrame] = {}
     for name, frame in (("worlds", world_frame(records, parser_rule, answer_rule)),
                         ("agents", agent_frame(records, answer_rule))):
-        frame = frame.copy()
         for col in frame.columns:  # parquet wants one type per column
             if frame[col].dtype == object:
                 frame[col] = frame[col].map(lambda v: v if v is None or isinstance(v, str) else str(v))
         frame.to_parquet(out / f"{name}.parquet", index=False)
-        frame.to_csv(out / f"{name}.csv", index=False)
+        csvs[out / f"{name}.csv"] = frame
         written[name] = out / f"{name}.parquet"
-    written.update(write_tables(cell_tables(records, parser_rule, answer_rule), out))
+    wait = write_csvs_behind(csvs)  # formatted by other processes while the cell tables are built
+    try:
+        written.update(write_tables(cell_tables(records, parser_rule, answer_rule), out))
+    finally:
+        wait()
     return written
