@@ -245,10 +245,8 @@ def allow_unsafe_code_tasks(args: argparse.Namespace) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from workbench.records import prefetch_environment_facts
     from workbench.study import run_study
 
-    prefetch_environment_facts()  # the manifest's facts (git, package hash) gathered while the study loads
     allow_unsafe_code_tasks(args)
     study = load_study(args.params)
     if preflight(study):
@@ -263,7 +261,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
                             progress=show_progress(args) and not args.no_progress, max_worlds=args.max_worlds, lock=lock,
-                            retry_failed=not args.no_retry_failed, probe=args.probe)
+                            retry_failed=not args.no_retry_failed, probe=args.probe,
+                            keep_worlds=not (args.no_summary or args.quiet))  # only the summary reads them
     except KeyboardInterrupt:
         print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
               file=sys.stderr)

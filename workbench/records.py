@@ -25,7 +25,6 @@ detected and cut off before new lines are appended.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import gc
 import hashlib
 import importlib.metadata
@@ -34,7 +33,6 @@ import os
 import platform
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -521,7 +519,7 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _environment_facts() -> dict[str, Any]:
+def environment_facts() -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -529,42 +527,6 @@ def _environment_facts() -> dict[str, Any]:
         "git": git_state(Path(__file__).resolve().parent),
         "package_sha256": package_source_hash(),
     }
-
-
-_ENV_LOCK = threading.Lock()
-_env_future: concurrent.futures.Future[dict[str, Any]] | None = None
-
-
-def prefetch_environment_facts() -> None:
-    """Start gathering :func:`environment_facts` in a thread (git's subprocesses, the
-    package hash's reads) while the caller loads its study; the next call to
-    ``environment_facts`` takes that result, the same facts, instead of gathering
-    them itself."""
-    global _env_future
-    with _ENV_LOCK:
-        if _env_future is not None:
-            return
-        future: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
-        _env_future = future
-
-    def gather() -> None:
-        try:
-            future.set_result(_environment_facts())
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller of environment_facts
-            future.set_exception(exc)
-
-    threading.Thread(target=gather, name="workbench-environment", daemon=True).start()
-
-
-def environment_facts() -> dict[str, Any]:
-    """Python, platform, package versions, git revision and the package's source hash:
-    what a run entry of the manifest records. A prefetched result is used once."""
-    global _env_future
-    with _ENV_LOCK:
-        future, _env_future = _env_future, None
-    if future is not None:
-        return future.result()
-    return _environment_facts()
 
 
 def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:

@@ -62,7 +62,8 @@ class RunSummary:
     causes: dict[tuple[str, str], int] = field(default_factory=dict)  # (class, cause) -> worlds, this run
     probes: list[Any] = field(default_factory=list)  # ProbeResult per route when run with probe=True
     # the latest record of every world in the run directory (those found at the start and
-    # those this run wrote), so a summary needs no second reading of what was just written
+    # those this run wrote), so a summary needs no second reading of what was just written;
+    # empty when the run was asked not to keep them (keep_worlds=False)
     worlds: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     syncs: int = 0  # fsync calls the writer made this run
 
@@ -233,13 +234,15 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
 async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterable[str] | None = None,
                           concurrency: int | None = None, progress: bool = True,
                           max_worlds: int | None = None, lock: dict[str, Any] | None = None,
-                          retry_failed: bool = True, probe: bool = False) -> RunSummary:
+                          retry_failed: bool = True, probe: bool = False, keep_worlds: bool = True) -> RunSummary:
     """Run every world of the study not yet finished. A world recorded as an
     infrastructure failure is not finished: it runs again (same seed) unless
     ``retry_failed`` is False. Model failures are outcomes and stay as recorded.
     With ``probe``, each real-model route first gets one minimal request (recorded
     in the ledger and the manifest, charged to the budget); if one fails, no world
-    starts."""
+    starts. With ``keep_worlds`` False the summary holds no world records (its
+    ``worlds`` stays empty): a caller that prints no per-cell summary need not keep
+    every world of the run in memory."""
     out = Path(out_dir)
     writer = RunWriter(out)
     existing = read_manifest(out)
@@ -270,7 +273,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     summary = RunSummary(out, run, len(todo), sum(1 for wid in ids if wid in done),
                          repaired_bytes={k: v for k, v in writer.repaired.items() if v},
                          retried=len(entry["retried"]), kept=0 if retry_failed else len(failed_infra & ids),
-                         worlds=recorded)
+                         worlds=recorded if keep_worlds else {})
     ledger = CallLedger(out / CALLS)
     bar = None
     if progress:
@@ -295,7 +298,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                 summary.cut += 1
                 continue
             writer.append_world(outcome.world, outcome.steps)
-            summary.worlds[outcome.world["world_id"]] = outcome.world
+            if keep_worlds:
+                summary.worlds[outcome.world["world_id"]] = outcome.world
             summary.finished += 1
             if failed:
                 key = (failed["class"], failed["cause"])
