@@ -11,10 +11,19 @@ printed beside the target.
 Targets: metrics on 100,000 worlds <= 10 s; report on 10,000 worlds <= 60 s,
 with bounded memory. The reference measured in the same run is the time to
 decode every line of the run set's worlds.jsonl and steps.jsonl (msgspec, one
-process): the floor of any analysis that reads the records. By default only the
-10k set is built (make bench); a figure for another size is also given scaled
-linearly to the target's size. Pass --worlds 10000,100000 for the 100k set
-itself (its metrics need about 14 GB of memory today).
+process): the floor of any analysis that reads the records on one core. Beside
+the wall time, the CPU seconds (user + sys, every process of the command: the
+metrics use every core) are printed, a figure other load on the machine moves
+less. By default only the 10k set is built (make bench); a figure for another
+size is also given scaled linearly to the target's size. Pass --worlds
+10000,100000 for the 100k set itself.
+
+Measured on this 2-core machine (load average about 2 from other sessions),
+workbench metrics: 10,008 worlds 14.0 s / 13.6 s CPU / 1.59 GB peak before the
+streamed frames (fastframes), 8.8 s / 8.6 s CPU / 0.63 GB after; 100,008 worlds
+about 14 GB before, 59 s / 71 s CPU / 4.8 GB after (not met: the per-world rows
+are Python, ~0.3 ms of CPU per world). workbench report on 10,008 worlds: 24.6,
+27.2 s before; 19.9, 23.6 s after.
 
 Run: .venv/bin/python benchmarks/bench_analysis.py [--worlds 10000]
      [--repeat 3] [--keep DIR] [--skip-report] [RUN_DIR ...]
@@ -53,13 +62,14 @@ def make_run_set(worlds: int, where: Path) -> Path:
     return out
 
 
-def timed(cmd: list[str], cwd: Path) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KB) of one fresh process."""
-    res = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], cwd=cwd, capture_output=True, text=True)
+def timed(cmd: list[str], cwd: Path) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KB, of the largest process) and CPU seconds (user +
+    sys, the command's processes together) of one fresh process."""
+    res = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", *cmd], cwd=cwd, capture_output=True, text=True)
     if res.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{res.stderr[-2000:]}")
-    wall, rss = res.stderr.strip().splitlines()[-1].split()
-    return float(wall), int(rss)
+    wall, rss, user, system = res.stderr.strip().splitlines()[-1].split()
+    return float(wall), int(rss), float(user) + float(system)
 
 
 def count_worlds(run_dir: Path) -> int:
@@ -102,16 +112,18 @@ def main() -> None:
                 runs = [timed(cmd, tmp) for _ in range(args.repeat)]
                 wall = statistics.median(r[0] for r in runs)
                 rss = max(r[1] for r in runs)
+                cpu = statistics.median(r[2] for r in runs)
                 t_worlds, t_s = TARGETS[name]
                 target = f"<= {t_s:.0f} s at {t_worlds:,}"
                 scaled = wall * t_worlds / n  # linear in worlds, for a set of another size
-                rows.append((name, n, wall, rss / 1024, target, scaled, "yes" if scaled <= t_s else "no", ref))
-        print(f"\n{'command':8} {'worlds':>8} {'median s':>9} {'peak MB':>8}  {'target':22} "
+                rows.append((name, n, wall, rss / 1024, target, scaled, "yes" if scaled <= t_s else "no", ref, cpu))
+        print(f"\n{'command':8} {'worlds':>8} {'median s':>9} {'CPU s':>7} {'peak MB':>8}  {'target':22} "
               f"{'s at target size':>17} {'met':>4}")
-        for name, n, wall, mb, target, scaled, met, _ in rows:
-            print(f"{name:8} {n:>8,} {wall:>9.1f} {mb:>8.0f}  {target:22} {scaled:>17.1f} {met:>4}")
-        print("(median of fresh processes; 's at target size' scales linearly when the set is another size)")
-        for name, n, wall, mb, _, scaled, met, ref in rows:
+        for name, n, wall, mb, target, scaled, met, _, cpu in rows:
+            print(f"{name:8} {n:>8,} {wall:>9.1f} {cpu:>7.1f} {mb:>8.0f}  {target:22} {scaled:>17.1f} {met:>4}")
+        print("(median of fresh processes; CPU s: user + sys of all its processes; 's at target size' scales "
+              "linearly when the set is another size)")
+        for name, n, wall, mb, _, scaled, met, ref, _cpu in rows:
             t_worlds, t_s = TARGETS[name]
             print(f"RESULT name=analysis-{name} figure={name}_s_{n}_worlds:{wall:.1f} "
                   f"reference=decode_records_s:{ref:.1f} ratio={wall / ref:.1f} "
