@@ -87,6 +87,10 @@ def _csv_slice(path: Path, lo: int, hi: int) -> tuple[Path, Path]:
 
 
 def _cores() -> int:
+    from multiprocessing import get_all_start_methods
+
+    if "fork" not in get_all_start_methods():  # pragma: no cover - Windows: written here
+        return 1
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import operator
 import os
 import pickle
 from concurrent.futures import ProcessPoolExecutor
@@ -55,6 +56,12 @@ _DECODER = msgspec.json.Decoder()
 
 
 def workers() -> int:
+    """Processes to share the work: the cores this process may use (one where
+    processes cannot be forked: the work is then done here)."""
+    from multiprocessing import get_all_start_methods
+
+    if "fork" not in get_all_start_methods():  # pragma: no cover - Windows
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
@@ -216,8 +223,21 @@ def _unit(unit: tuple[Any, ...]) -> bytes:
 def _pack(part: dict[str, Any]) -> bytes:
     """A part's rows as columns (see :func:`_column`), packed."""
     if "rows" in part:
-        part["cols"] = {name: [_column(c) for c in zip(*rows, strict=True)] if rows else []
-                        for name, rows in part.pop("rows").items()}
+        part["cols"] = {}
+        done: dict[int, list[tuple[tuple[Any, ...], list[Any]]]] = {}  # world columns encoded, by position
+        for name, rows in part.pop("rows").items():
+            world = name.startswith("w|")
+            cols = []
+            for j, values in enumerate(zip(*rows, strict=True)):
+                # the world frames under other rules share most of their values (the very objects)
+                same = next((enc for seen, enc in done.get(j, ()) if all(map(operator.is_, seen, values))),
+                            None) if world else None
+                if same is None:
+                    same = _column(values)
+                    if world:
+                        done.setdefault(j, []).append((values, same))
+                cols.append(same)
+            part["cols"][name] = cols
         part["n"] = {name: sum(part["counts"][name]) if name in part["counts"] else len(part["wids"])
                      for name in part["cols"]}
     try:
