@@ -8,15 +8,20 @@ the tables ask for, in one pass:
 
 * when the steps have not been read (``load_run`` reads them on first use), the
   steps file is cut into chunks at world boundaries and forked workers each decode
-  a chunk, compute its worlds' rows and send them back packed (msgpack); no process
-  ever holds every step, so memory stays bounded by the chunk size;
+  a chunk, compute its worlds' rows and send them back as packed columns
+  (msgpack; numbers and flags as raw arrays); no process ever holds every step:
+  a worker holds one chunk, this process the worlds and the finished frames;
 * when the steps are already in memory, forked workers each take a share of them.
 
-The rows are the very rows the straightforward path builds (same functions, same
-order, same frame construction), so the frames are equal; ``tests/test_metrics_scale.py``
-holds them equal, dtypes included. Anything unusual (a world's steps in two chunks,
-a step that does not fit the schema, a value the packer refuses) falls back to the
-straightforward path, which reads the steps as ``load_run`` always did.
+The rows are those of the straightforward path: its own functions, or the lean
+rows below (``agent_rows``, ``world_row`` and re-parsed validity as one pass per
+world), which are used only while the code they copy hashes to the pinned value.
+The frames are built column by column, each column with the dtype pandas infers
+from the rows, and put in world order, so they equal the straightforward frames;
+``tests/test_metrics_scale.py`` holds them equal, dtypes included. Anything
+unusual (a world's steps in two chunks, a step that does not fit the schema)
+falls back to the straightforward path, which reads the steps as ``load_run``
+always did.
 """
 from __future__ import annotations
 
@@ -74,6 +79,8 @@ def derive_all(records: RunRecords, key: tuple[Any, ...], *, force: bool = False
     or the fast path falls back."""
     if not force and len(records.worlds) < MIN_WORLDS:
         return False
+    if FELL_BACK in records.derived and records.derived_value(FELL_BACK, _nothing) is not None:
+        return False  # these records fell back before: not again for every frame asked for
     world_keys = list(STANDARD_WORLD_KEYS)
     agent_keys: list[str | None] = [None]
     if key[0] == "stigmergy.worlds" and key[1:] not in world_keys:
@@ -82,15 +89,24 @@ def derive_all(records: RunRecords, key: tuple[Any, ...], *, force: bool = False
         agent_keys.append(key[1])
     try:
         frames = compute(records, world_keys, agent_keys)
-    except _Fallback:
+    except _Fallback as exc:
+        records.derived.pop(FELL_BACK, None)
+        records.derived_value(FELL_BACK, functools.partial(_same, str(exc)))
         return False
     for k, frame in frames.items():
         records.derived_value(k, functools.partial(_same, frame))
     return True
 
 
+FELL_BACK = ("stigmergy.fastframes.fell_back",)  # why the fast path fell back for these records
+
+
 def _same(value: Any) -> Any:
     return value
+
+
+def _nothing() -> None:
+    return None
 
 
 def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]],
