@@ -18,12 +18,14 @@ less. By default only the 10k set is built (make bench); a figure for another
 size is also given scaled linearly to the target's size. Pass --worlds
 10000,100000 for the 100k set itself.
 
-Measured on this 2-core machine (load average about 2 from other sessions),
-workbench metrics: 10,008 worlds 14.0 s / 13.6 s CPU / 1.59 GB peak before the
-streamed frames (fastframes), 8.8 s / 8.6 s CPU / 0.63 GB after; 100,008 worlds
-about 14 GB before, 59 s / 71 s CPU / 4.8 GB after (not met: the per-world rows
-are Python, ~0.3 ms of CPU per world). workbench report on 10,008 worlds: 24.6,
-27.2 s before; 19.9, 23.6 s after.
+Measured on this 2-core machine, medians of 3 (other sessions' load average 1-3.5):
+workbench metrics, 10,008 worlds: 14.0 s / 13.6 s CPU / 1.59 GB peak before the
+streamed frames (fastframes), 9.2 s / 8.8 s CPU / 0.61 GB after (tables and
+Parquet byte-identical); 100,008 worlds: about 14 GB before, 38.6 s / 63.8 s CPU /
+4.6 GB after, against a decode floor of 10.1 s on one core: not met (the per-world
+rows are Python, about 0.3 ms of CPU per world; the records alone take 10 s to
+decode on one core). workbench report, 10,008 worlds: 24.6, 27.2 s before; 24.0 s
+after (1.56 GB).
 
 Run: .venv/bin/python benchmarks/bench_analysis.py [--worlds 10000]
      [--repeat 3] [--keep DIR] [--skip-report] [RUN_DIR ...]
