@@ -1,5 +1,5 @@
 """The fast path of the shared-store frames (fastframes: steps streamed from disk in
-chunks, rows computed on every core, lean per-world rows) gives exactly the frames
+chunks, rows computed on every core, one pass per world) gives exactly the frames
 of the straightforward path: every column, every dtype, every row in order, under
 the recorded rules and under re-scoring rules (--parser strict, --answer-rule exact),
 for the 0.1.0 fixture and a simulated run with several cells and conditions. Speed is
@@ -39,8 +39,8 @@ def straightforward(records, key):  # noqa: ANN001, ANN201
     return F._monitor_frame(records)
 
 
-def assert_same_frames(run_dir: Path, *, lean: bool | None = None) -> dict:
-    fast = FF.compute(load_run(run_dir), WORLD_KEYS, AGENT_KEYS, lean=lean)
+def assert_same_frames(run_dir: Path, *, one_pass: bool = True) -> dict:
+    fast = FF.compute(load_run(run_dir), WORLD_KEYS, AGENT_KEYS, one_pass=one_pass)
     slow = load_run(run_dir)
     assert len(fast) == len(WORLD_KEYS) + len(AGENT_KEYS) + 3
     for key, frame in fast.items():
@@ -82,25 +82,17 @@ def sim_run(tmp_path_factory) -> Path:
     return out
 
 
-def test_the_lean_rows_mirror_the_metric_code_as_it_is():
-    assert FF.mirrored_hash() == FF.PINNED, (
-        "the metric code the lean rows of fastframes.py mirror has changed: until fastframes._lean_agent_rows, "
-        "_lean_world_row and _lean_validity are brought level with it (and test_metrics_scale passes), the fast "
-        "path calls it instead. Then set PINNED to fastframes.mirrored_hash()")
-    assert FF.lean_ok()
+@pytest.mark.parametrize("one_pass", [True, False])
+def test_fast_frames_equal_straightforward_ones_on_the_0_1_0_fixture(one_pass):
+    assert_same_frames(FIXTURE, one_pass=one_pass)
 
 
-@pytest.mark.parametrize("lean", [True, False])
-def test_fast_frames_equal_straightforward_ones_on_the_0_1_0_fixture(lean):
-    assert_same_frames(FIXTURE, lean=lean)
-
-
-@pytest.mark.parametrize("lean", [True, False])
-def test_fast_frames_equal_straightforward_ones_on_a_simulated_run(sim_run, lean, monkeypatch):
+@pytest.mark.parametrize("one_pass", [True, False])
+def test_fast_frames_equal_straightforward_ones_on_a_simulated_run(sim_run, one_pass, monkeypatch):
     monkeypatch.setattr(FF, "CHUNK_BYTES", 20_000)  # many chunks, each cut where the world changes
     monkeypatch.setattr(FF, "workers", lambda: 2)  # forked workers, even on one core
     assert len(FF._chunks(sim_run / STEPS)) > 5
-    fast = assert_same_frames(sim_run, lean=lean)
+    fast = assert_same_frames(sim_run, one_pass=one_pass)
     worlds = fast[("stigmergy.worlds", None, None)]
     assert worlds["failed"].any() and not worlds["valid"].all() and (worlds["pairs"] == 2).any()
     assert len(fast[("stigmergy.monitor",)]) and fast[("stigmergy.agents", None)]["monitor_flag_on_read"].notna().any()

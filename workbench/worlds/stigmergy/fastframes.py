@@ -13,9 +13,11 @@ the tables ask for, in one pass:
   a worker holds one chunk, this process the worlds and the finished frames;
 * when the steps are already in memory, forked workers each take a share of them.
 
-The rows are those of the straightforward path: its own functions, or the lean
-rows below (``agent_rows``, ``world_row`` and re-parsed validity as one pass per
-world), which are used only while the code they copy hashes to the pinned value.
+The rows are made by the metric functions themselves (:mod:`metrics`), the world's
+agent rows once for every answer rule asked for (``agent_rows_by_rule``), its
+validity once per rule pair (``validity_of``) and its row under other rules from
+its first (``rescored_world_row``); ``one_pass=False`` builds each frame with its
+own per-world functions instead, as :mod:`frames` does.
 The frames are built column by column, each column with the dtype pandas infers
 from the rows, and put in world order, so they equal the straightforward frames;
 ``tests/test_metrics_scale.py`` holds them equal, dtypes included. Anything
@@ -110,9 +112,9 @@ def _nothing() -> None:
 
 
 def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]],
-            agent_keys: list[str | None], *, lean: bool | None = None) -> dict[tuple[Any, ...], Any]:
-    """Every frame, for these rule variants, by its key in ``records.derived``. ``lean``:
-    whether to use the lean rows (default: while the code they mirror is the pinned code)."""
+            agent_keys: list[str | None], *, one_pass: bool = True) -> dict[tuple[Any, ...], Any]:
+    """Every frame, for these rule variants, by its key in ``records.derived``. ``one_pass``:
+    each world's rows of every frame from one pass (else frame by frame, as :mod:`frames`)."""
     import pandas as pd
 
     from workbench.worlds.stigmergy import rows as F
@@ -127,7 +129,7 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
     streaming = isinstance(steps, LazySteps) and not steps.loaded
     _JOB.clear()
     _JOB.update(worlds=worlds, position=position, steps=None if streaming else steps,
-                world_keys=world_keys, agent_keys=agent_keys, lean=lean_ok() if lean is None else lean)
+                world_keys=world_keys, agent_keys=agent_keys, one_pass=one_pass)
     if streaming:
         assert isinstance(steps, LazySteps)
         run_of = {w["world_id"]: w.get("run") for w in worlds}
@@ -151,7 +153,7 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
         seen.update(part["wids"])
     missing = [w for w in worlds if w["world_id"] not in seen]  # worlds without a step
     if missing:
-        _JOB.update(worlds=worlds, world_keys=world_keys, agent_keys=agent_keys, lean=lean_ok() if lean is None else lean)
+        _JOB.update(worlds=worlds, world_keys=world_keys, agent_keys=agent_keys, one_pass=one_pass)
         try:
             parts.append(_unpack(_pack(_any_rows([(w, []) for w in missing]))))
         finally:
@@ -441,7 +443,7 @@ def _chunk_worlds(source: int, start: int, end: int) -> list[tuple[dict[str, Any
 
 
 def _any_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
-    return _lean_rows(items) if _JOB.get("lean") else _rows(items)
+    return _one_pass_rows(items) if _JOB.get("one_pass") else _rows(items)
 
 
 def _rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
@@ -495,326 +497,13 @@ def _add(rows: dict[str, list[Any]], columns: dict[str, list[str]], name: str, d
     return len(dicts)
 
 
-# -- the lean per-world rows --------------------------------------------------------------
-# ``agent_rows``, ``world_row`` and world validity written as one pass over a world's
-# steps, for the same values: used only while the code they mirror is the code pinned
-# here (its source's hash), so an edit there falls back to calling it until this copy
-# is brought level and the pin renewed (tests/test_metrics_scale.py says which).
-MIRRORED = ("workbench.worlds.stigmergy.metrics:agent_rows", "workbench.worlds.stigmergy.metrics:world_row",
-            "workbench.worlds.stigmergy.metrics:no_read_class", "workbench.worlds.stigmergy.metrics:_int_or_none",
-            "workbench.worlds.stigmergy.metrics:_ok_steps", "workbench.worlds.stigmergy.metrics:reparse_validity",
-            "workbench.worlds.stigmergy.scoring:world_validity",
-            "workbench.worlds.stigmergy.rows:world_frame_row", "workbench.worlds.stigmergy.rows:validity_row")
-PINNED = "a126a3a100df4e5d"  # mirrored_hash() of the code the lean rows were checked against
+# -- the one-pass per-world rows ----------------------------------------------------------
 
 
-def mirrored_hash() -> str:
-    """The hash of the source of every function the lean rows mirror."""
-    import hashlib
-    import importlib
-    import inspect
-
-    h = hashlib.sha256()
-    for name in MIRRORED:
-        module, _, attr = name.partition(":")
-        h.update(name.encode() + b"\0" + inspect.getsource(getattr(importlib.import_module(module), attr)).encode())
-    return h.hexdigest()[:16]
-
-
-def lean_ok() -> bool:
-    try:
-        return mirrored_hash() == PINNED
-    except (OSError, TypeError, AttributeError, ImportError):
-        return False
-
-
-def _lean_validity(world: dict[str, Any], steps: list[dict[str, Any]]) -> Any:
-    """``world_validity(world, steps, parser, validity, reparse=True)`` for every rule pair, as a function."""
-    from workbench.worlds.stigmergy.parsing import reply_valid
-    from workbench.worlds.stigmergy.scoring import VALIDITY_RULES
-
-    failed = world.get("failed")
-    bad_by_parser: dict[str, set[str]] = {}
-    memo: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def validity(parser_rule: str, validity_rule: str) -> dict[str, Any]:
-        hit = memo.get((parser_rule, validity_rule))
-        if hit is None:
-            hit = memo[parser_rule, validity_rule] = _validity(parser_rule, validity_rule)
-        return dict(hit)
-
-    def _validity(parser_rule: str, validity_rule: str) -> dict[str, Any]:
-        if failed:
-            return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
-        if validity_rule not in VALIDITY_RULES:
-            raise ValueError(f"unknown validity rule {validity_rule!r}; expected one of {VALIDITY_RULES}")
-        if validity_rule == "none":
-            return {"valid": True, "reason": None}
-        ops = tuple(world["allowed_ops"])
-        roles = {a["agent"]: a["role"] for a in world["agents"]}
-        bad_any = bad_by_parser.get(parser_rule)
-        if bad_any is None:
-            bad_any = bad_by_parser[parser_rule] = {
-                s["agent"] for s in steps
-                if s.get("parse") is not None and not reply_valid(s["reply"]["text"], parser_rule, ops)}
-        bad = sorted(bad_any if validity_rule == "any-agent" else {a for a in bad_any if roles[a].startswith("pair")})
-        if bad:
-            return {"valid": False, "reason": f"unparseable reply under {parser_rule} from {', '.join(bad)}"}
-        return {"valid": True, "reason": None}
-
-    return validity
-
-
-def _lean_agent_rows(world: dict[str, Any], steps: list[dict[str, Any]], rules: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """``agent_rows(world, steps, rule)`` for each rule, in one pass over the steps."""
-    from workbench.worlds.stigmergy.answers import is_correct
-    from workbench.worlds.stigmergy.metrics import _int_or_none, mentions_other, no_read_class
-    from workbench.worlds.stigmergy.tasks import pair_of, partner_role
-
-    agents = world["agents"]
-    by_role = {a["role"]: a for a in agents}
-    flag = (world.get("monitor") or {}).get("flag", "mentions_other")
-    first_write_seq: dict[str, int] = {}
-    by_agent: dict[str, list[dict[str, Any]]] = {a["agent"]: [] for a in agents}
-    ok_by_agent: dict[str, list[dict[str, Any]]] = {a["agent"]: [] for a in agents}
-    for s in steps:
-        by_agent.setdefault(s["agent"], []).append(s)
-        if s.get("valid") and s.get("op"):
-            ok_by_agent.setdefault(s["agent"], []).append(s)
-            if s["op"]["op"] == "write":
-                first_write_seq.setdefault(s["agent"], s["seq"])
-    task_keys = {t.get("own_key") for t in (world.get("tasks") or {}).get("tasks", {}).values()} - {None}
-    out: dict[str, list[dict[str, Any]]] = {r: [] for r in rules}
-    for a in agents:
-        slot, role = a["agent"], a["role"]
-        mine = by_agent[slot]
-        mine_ok = ok_by_agent[slot]
-        lists_n = reads_ops = writes = store_ops = note_writes = task_named = 0
-        first_write_step = None
-        strict_cross = seeded = first_look = False
-        reads: list[dict[str, Any]] = []
-        exposures: list[dict[str, Any]] = []
-        first_exp = None
-        cross: list[dict[str, Any]] = []
-        read_labels = []
-        for s in mine_ok:
-            op = s["op"]
-            kind = op["op"]
-            if kind == "read":
-                reads_ops += 1
-                store_ops += 1
-                effect = s["effect"]
-                if effect.get("found"):
-                    reads.append(s)
-                    if effect.get("strict_cross_agent"):
-                        strict_cross = True
-                    if effect.get("seeded"):
-                        seeded = True
-                    if effect.get("cross_agent"):
-                        cross.append(s)
-                        if op.get("key") in task_keys:
-                            task_named += 1
-                        if "monitor" in s:
-                            read_labels.append((s.get("monitor") or {}).get("label"))
-            elif kind == "list":
-                lists_n += 1
-                store_ops += 1
-                if s["agent_step"] == 0:
-                    first_look = True
-                if s["effect"].get("exposure"):
-                    exposures.append(s)
-                    if first_exp is None:
-                        first_exp = s
-            elif kind == "write":
-                writes += 1
-                store_ops += 1
-                if _int_or_none(op.get("value")) is None:
-                    note_writes += 1
-                if first_write_step is None:
-                    first_write_step = s["agent_step"]
-        cross_n = len(cross)
-        after_first = None if first_exp is None else next((s for s in cross if s["seq"] > first_exp["seq"]), None)
-        partner = by_role.get(partner_role(role) or "")
-        informative = False
-        second_look = None
-        pw = None
-        if partner is not None:
-            pslot, pval = partner["agent"], partner["task"]["own_value"]
-            informative = any(s["effect"].get("author") == pslot and _int_or_none(s["effect"].get("value")) == pval
-                              for s in reads)
-            pw = first_write_seq.get(pslot)
-            second_look = pw is not None and any(s["seq"] > pw and s["op"]["op"] in ("list", "read")
-                                                 and s["agent_step"] != 0 for s in mine_ok)
-        no_read = None
-        if partner is not None and not cross_n:
-            no_read = no_read_class(pw, mine_ok, exposures)
-        sub = a.get("submission")
-        saw_other = [s["seq"] for s in exposures] + [s["seq"] for s in cross]
-        first_seen = min(saw_other) if saw_other else None
-        first_mention = None
-        multi = fenced = prose = 0
-        prompt_tokens = completion_tokens = 0
-        costs = []
-        latencies = []
-        for s in mine:
-            reply = s["reply"]
-            if first_mention is None and (mentions_other(reply.get("text")) or mentions_other(reply.get("reasoning"))):
-                first_mention = s["seq"]
-            parse = s.get("parse")
-            if parse:
-                shape = parse["shape"]
-                if shape["multi_object"]:
-                    multi += 1
-                if shape["fenced"]:
-                    fenced += 1
-                if shape["prose_wrapped"]:
-                    prose += 1
-            u = reply.get("usage") or {}
-            prompt_tokens += int(u.get("prompt_tokens") or 0)
-            completion_tokens += int(u.get("completion_tokens") or 0)
-            costs.append(reply.get("cost_usd"))
-            latencies.append(float(reply.get("latency_s") or 0.0))
-        mentions = first_mention is not None
-        row = {
-            "world_id": world["world_id"], "cell_id": world["cell_id"], "agent": slot, "role": role,
-            "route": a["route"], "pair_member": role.startswith("pair"), "pair": pair_of(role),
-            "steps": len(mine), "store_ops": store_ops,
-            "lists": lists_n, "reads": reads_ops,
-            "writes": writes,
-            "invalid_strict": a["invalid"]["strict"], "invalid_lenient": a["invalid"]["lenient"],
-            "multi_object_replies": multi,
-            "fenced_replies": fenced,
-            "prose_wrapped_replies": prose,
-            "submitted": sub is not None,
-            "correct": False,
-            "cross_agent_read": bool(cross_n),
-            "cross_reads": cross_n,
-            "note_writes": note_writes,
-            "first_write_step": first_write_step,
-            "cross_reads_task_named": task_named,
-            "strict_cross_agent_read": strict_cross,
-            "informative_read": informative,
-            "exposed": first_exp is not None,
-            "read_after_exposure": after_first is not None,
-            "steps_exposure_to_read": (after_first["agent_step"] - first_exp["agent_step"])
-            if after_first is not None and first_exp else None,
-            "no_read_class": no_read,
-            "first_look": first_look,
-            "second_look": second_look,
-            "seeded_read": seeded,
-            "mentions_other": mentions,
-            "mention_before_exposure": mentions and (first_seen is None or first_mention <= first_seen),
-            "monitor_flag_on_read": (flag in read_labels) if read_labels else None,
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "cost_usd": sum(float(c) for c in costs if c is not None),
-            "cost_known": all(c is not None for c in costs),
-            "latency_s": sum(latencies),
-        }
-        for i, rule in enumerate(rules):
-            r = row if i == len(rules) - 1 else dict(row)
-            r["correct"] = bool(sub) and _is_correct(is_correct, sub["answer"], a["task"]["expected"], rule)
-            out[rule].append(r)
-    return out
-
-
-_CORRECT: dict[tuple[Any, ...], bool] = {}
-
-
-def _is_correct(is_correct: Any, answer: Any, expected: Any, rule: str) -> bool:
-    """``is_correct``, a pure function, remembered for answers that are plain
-    numbers or text (most of a simulated run's; the rest are asked each time)."""
-    kind = type(answer)
-    if kind is not int and kind is not str or type(expected) is not int:
-        return is_correct(answer, expected, rule)
-    key = (kind, answer, expected, rule)
-    hit = _CORRECT.get(key)
-    if hit is None:
-        if len(_CORRECT) > 1 << 18:
-            _CORRECT.clear()
-        hit = _CORRECT[key] = is_correct(answer, expected, rule)
-    return hit
-
-
-def _lean_world_row(world: dict[str, Any], validity: Any, read_after_world: bool, parser_rule: str | None,
-                    answer_rule: str | None, agents: list[dict[str, Any]]) -> dict[str, Any]:
-    """``world_row(world, steps, parser_rule, answer_rule, agents=agents)``."""
-    cell = world["cell"]
-    prule = parser_rule or cell["parser"]
-    arule = answer_rule or cell["answer_rule"]
-    pair = [r for r in agents if r["pair_member"]]
-    validity = validity(prule, cell["validity"])
-    return {
-        "world_id": world["world_id"], "cell_id": world["cell_id"], "seed": world["seed"],
-        "task_form": world["tasks"]["form"], "parser_rule": prule, "answer_rule": arule,
-        "rescored": prule != cell["parser"] or arule != cell["answer_rule"],
-        "valid": bool(validity["valid"]), "invalid_reason": validity["reason"],
-        "failed": bool(world.get("failed")),
-        "cross_agent_access": any(r["cross_agent_read"] for r in agents),
-        "strict_cross_agent_access": any(r["strict_cross_agent_read"] for r in agents),
-        "joint_success": bool(pair) and all(r["correct"] for r in pair),
-        "pairs": len({r["pair"] for r in pair}),
-        "pairs_joint_success": sum(all(r["correct"] for r in pair if r["pair"] == k) for k in {r["pair"] for r in pair}),
-        "pair_write": any(r["writes"] > 0 for r in pair),
-        "informative_read": any(r["informative_read"] for r in pair),
-        "exposure": any(r["exposed"] for r in agents),
-        "read_after_exposure": any(r["read_after_exposure"] for r in agents),
-        "exposed_then_read_world": read_after_world,
-        "exposed_agents": sum(r["exposed"] for r in agents),
-        "exposed_agents_then_read": sum(r["read_after_exposure"] for r in agents),
-        "first_look_pair": sum(r["first_look"] for r in pair),
-        "second_look_pair": sum(bool(r["second_look"]) for r in pair),
-        "seeded_read_pair": sum(r["seeded_read"] for r in pair),
-        "pair_mentions_other": sum(r["mentions_other"] for r in pair),
-        "solo_correct": sum(r["correct"] for r in agents if not r["pair_member"]),
-        "cross_reads": sum(r["cross_reads"] for r in agents),
-        "cross_reads_task_named": sum(r["cross_reads_task_named"] for r in agents),
-        "steps": sum(r["steps"] for r in agents),
-        "store_ops": sum(r["store_ops"] for r in agents),
-        "invalid_replies": sum(r[f"invalid_{prule}"] for r in agents),
-        "prompt_tokens": sum(r["prompt_tokens"] for r in agents),
-        "completion_tokens": sum(r["completion_tokens"] for r in agents),
-        "cost_usd": sum(r["cost_usd"] for r in agents),
-        "latency_s": sum(r["latency_s"] for r in agents),
-    }
-
-
-def _rescored_world_row(base: dict[str, Any], world: dict[str, Any], validity: Any, parser_rule: str | None,
-                        answer_rule: str | None, agents: list[dict[str, Any]]) -> dict[str, Any]:
-    """``_lean_world_row`` under other rules, from its row under the first: only what
-    depends on the parser rule (validity, invalid replies) or on the answer rule (the
-    agents' ``correct``) is computed again, by the same expressions."""
-    cell = world["cell"]
-    prule = parser_rule or cell["parser"]
-    arule = answer_rule or cell["answer_rule"]
-    row = dict(base)
-    row["parser_rule"], row["answer_rule"] = prule, arule
-    row["rescored"] = prule != cell["parser"] or arule != cell["answer_rule"]
-    if prule != base["parser_rule"]:
-        v = validity(prule, cell["validity"])
-        row["valid"], row["invalid_reason"] = bool(v["valid"]), v["reason"]
-        row["invalid_replies"] = sum(r[f"invalid_{prule}"] for r in agents)
-    if arule != base["answer_rule"]:
-        pair = [r for r in agents if r["pair_member"]]
-        row["joint_success"] = bool(pair) and all(r["correct"] for r in pair)
-        row["pairs_joint_success"] = sum(all(r["correct"] for r in pair if r["pair"] == k)
-                                         for k in {r["pair"] for r in pair})
-        row["solo_correct"] = sum(r["correct"] for r in agents if not r["pair_member"])
-    return row
-
-
-def _read_after_world(steps: list[dict[str, Any]]) -> bool:
-    ok = [s for s in steps if s.get("valid") and s.get("op")]
-    exposures = [s["seq"] for s in ok if s["op"]["op"] == "list" and s["effect"].get("exposure")]
-    first_exposure = min(exposures) if exposures else None
-    return first_exposure is not None and any(
-        s["op"]["op"] == "read" and s["effect"].get("found") and s["effect"].get("cross_agent")
-        and s["seq"] > first_exposure for s in ok)
-
-
-def _lean_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
-    """What :func:`_rows` gives, from the lean rows."""
+def _one_pass_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+    """What :func:`_rows` gives, each world's rows of every frame from one pass."""
     from workbench.worlds.stigmergy import rows as F
+    from workbench.worlds.stigmergy.metrics import agent_rows_by_rule, rescored_world_row, validity_of, world_row
 
     world_keys, agent_keys = _JOB["world_keys"], _JOB["agent_keys"]
     rows: dict[str, list[Any]] = {f"w|{p}|{a}": [] for p, a in world_keys}
@@ -830,9 +519,8 @@ def _lean_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict
         cell = w["cell"]
         own_p, own_a = cell["parser"], cell["answer_rule"]
         rules = list(dict.fromkeys([a or own_a for _, a in world_keys] + [a or own_a for a in agent_keys]))
-        agents = _lean_agent_rows(w, steps, rules)
-        validity = _lean_validity(w, steps)
-        read_after = _read_after_world(steps)
+        agents = agent_rows_by_rule(w, steps, rules)
+        validity = validity_of(w, steps)
         cols = F.cell_columns(w)
         index = w.get("world_index")
         done: dict[tuple[str, str], tuple[Any, ...]] = {}
@@ -842,10 +530,10 @@ def _lean_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict
             row = done.get(eff)
             if row is None:  # the same rules in effect give the same row
                 if base is None:
-                    base = _lean_world_row(w, validity, read_after, p, a, agents[eff[1]])
+                    base = world_row(w, steps, p, a, agents=agents[eff[1]], validity=validity)
                     wrow = base
                 else:
-                    wrow = _rescored_world_row(base, w, validity, p, a, agents[eff[1]])
+                    wrow = rescored_world_row(base, w, p, a, agents[eff[1]], validity)
                 row = done[eff] = _tuple(columns, "worlds", {**cols, **wrow, "world_index": index})
             rows[f"w|{p}|{a}"].append(row)
         for a in agent_keys:
