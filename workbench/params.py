@@ -128,6 +128,17 @@ class Study:
         raise KeyError(f"no cell {cell_id!r} in {self.path}; cells: {[c.cell_id for c in self.cells]}")
 
 
+def _check_route(route: str, profiles: dict[str, Any]) -> None:
+    """``check_route``; a route it does not know may be another world kind's simulated
+    agent (e.g. a monitor), so every kind is imported, once, and the route asked again.
+    Importing them up front cost a study of one kind a quarter second it rarely needs."""
+    try:
+        check_route(route, profiles)
+    except ValueError:
+        load_kinds()  # every kind registers its simulated routes on import
+        check_route(route, profiles)
+
+
 def cell_hash(spec: BaseModel) -> str:
     """A cell's id: a hash of its full design. Fields a kind added after cells were
     first recorded (its spec's ``HASH_OMITS_DEFAULT``) count only when set away from
@@ -157,7 +168,6 @@ def load_study(path: str | Path) -> Study:
         raise ParamsError(path, "world", f"expected one of {kind_names()} (got {model.world!r})")
     kind = get_kind(model.world)
 
-    load_kinds()  # every kind's simulated routes, for the route checks below
     profiles: dict[str, Any] = {}
     for name, body in model.profiles.items():
         try:
@@ -172,7 +182,7 @@ def load_study(path: str | Path) -> Study:
 
     if model.monitor is not None:
         try:
-            check_route(model.monitor.model, profiles)
+            _check_route(model.monitor.model, profiles)
         except (KeyError, ValueError) as exc:
             raise ParamsError(path, "monitor.model", str(exc.args[0])) from None
         prompt = monitor_prompt_path(path, model.monitor)
@@ -210,7 +220,7 @@ def load_study(path: str | Path) -> Study:
             raise ParamsError(path, f"{where}.{loc}" if loc else where, msg) from None
         for route in sorted(kind.routes(spec)):
             try:
-                check_route(route, profiles)
+                _check_route(route, profiles)
             except (KeyError, ValueError) as exc:
                 raise ParamsError(path, f"{origin}.model", str(exc.args[0])) from None
         try:  # what only the study knows: e.g. enough sequences for its worlds
