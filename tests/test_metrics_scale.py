@@ -39,8 +39,8 @@ def straightforward(records, key):  # noqa: ANN001, ANN201
     return F._monitor_frame(records)
 
 
-def assert_same_frames(run_dir: Path, *, one_pass: bool = True) -> dict:
-    fast = FF.compute(load_run(run_dir), WORLD_KEYS, AGENT_KEYS, one_pass=one_pass)
+def assert_same_frames(run_dir: Path) -> dict:
+    fast = FF.compute(load_run(run_dir), WORLD_KEYS, AGENT_KEYS)
     slow = load_run(run_dir)
     assert len(fast) == len(WORLD_KEYS) + len(AGENT_KEYS) + 3
     for key, frame in fast.items():
@@ -82,17 +82,15 @@ def sim_run(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.mark.parametrize("one_pass", [True, False])
-def test_fast_frames_equal_straightforward_ones_on_the_0_1_0_fixture(one_pass):
-    assert_same_frames(FIXTURE, one_pass=one_pass)
+def test_fast_frames_equal_straightforward_ones_on_the_0_1_0_fixture():
+    assert_same_frames(FIXTURE)
 
 
-@pytest.mark.parametrize("one_pass", [True, False])
-def test_fast_frames_equal_straightforward_ones_on_a_simulated_run(sim_run, one_pass, monkeypatch):
+def test_fast_frames_equal_straightforward_ones_on_a_simulated_run(sim_run, monkeypatch):
     monkeypatch.setattr(FF, "CHUNK_BYTES", 20_000)  # many chunks, each cut where the world changes
     monkeypatch.setattr(FF, "workers", lambda: 2)  # forked workers, even on one core
     assert len(FF._chunks(sim_run / STEPS)) > 5
-    fast = assert_same_frames(sim_run, one_pass=one_pass)
+    fast = assert_same_frames(sim_run)
     worlds = fast[("stigmergy.worlds", None, None)]
     assert worlds["failed"].any() and not worlds["valid"].all() and (worlds["pairs"] == 2).any()
     assert len(fast[("stigmergy.monitor",)]) and fast[("stigmergy.agents", None)]["monitor_flag_on_read"].notna().any()

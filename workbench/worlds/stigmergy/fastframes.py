@@ -16,8 +16,7 @@ the tables ask for, in one pass:
 The rows are made by the metric functions themselves (:mod:`metrics`), the world's
 agent rows once for every answer rule asked for (``agent_rows_by_rule``), its
 validity once per rule pair (``validity_of``) and its row under other rules from
-its first (``rescored_world_row``); ``one_pass=False`` builds each frame with its
-own per-world functions instead, as :mod:`frames` does.
+its first (``rescored_world_row``).
 The frames are built column by column, each column with the dtype pandas infers
 from the rows, and put in world order, so they equal the straightforward frames;
 ``tests/test_metrics_scale.py`` holds them equal, dtypes included. Anything
@@ -112,9 +111,8 @@ def _nothing() -> None:
 
 
 def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]],
-            agent_keys: list[str | None], *, one_pass: bool = True) -> dict[tuple[Any, ...], Any]:
-    """Every frame, for these rule variants, by its key in ``records.derived``. ``one_pass``:
-    each world's rows of every frame from one pass (else frame by frame, as :mod:`frames`)."""
+            agent_keys: list[str | None]) -> dict[tuple[Any, ...], Any]:
+    """Every frame, for these rule variants, by its key in ``records.derived``."""
     import pandas as pd
 
     from workbench.worlds.stigmergy import rows as F
@@ -129,7 +127,7 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
     streaming = isinstance(steps, LazySteps) and not steps.loaded
     _JOB.clear()
     _JOB.update(worlds=worlds, position=position, steps=None if streaming else steps,
-                world_keys=world_keys, agent_keys=agent_keys, one_pass=one_pass)
+                world_keys=world_keys, agent_keys=agent_keys)
     if streaming:
         assert isinstance(steps, LazySteps)
         run_of = {w["world_id"]: w.get("run") for w in worlds}
@@ -153,9 +151,9 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
         seen.update(part["wids"])
     missing = [w for w in worlds if w["world_id"] not in seen]  # worlds without a step
     if missing:
-        _JOB.update(worlds=worlds, world_keys=world_keys, agent_keys=agent_keys, one_pass=one_pass)
+        _JOB.update(worlds=worlds, world_keys=world_keys, agent_keys=agent_keys)
         try:
-            parts.append(_unpack(_pack(_any_rows([(w, []) for w in missing]))))
+            parts.append(_unpack(_pack(_world_rows([(w, []) for w in missing]))))
         finally:
             _JOB.clear()
     columns: dict[str, list[str]] = {}
@@ -225,11 +223,11 @@ def _unit(unit: tuple[Any, ...]) -> bytes:
     try:
         if unit[0] == "chunk":
             _, source, start, end = unit
-            part = _any_rows(_chunk_worlds(source, start, end))
+            part = _world_rows(_chunk_worlds(source, start, end))
         else:
             _, lo, hi = unit
             steps = _JOB["steps"]
-            part = _any_rows([(w, steps.get(w["world_id"], [])) for w in _JOB["worlds"][lo:hi]])
+            part = _world_rows([(w, steps.get(w["world_id"], [])) for w in _JOB["worlds"][lo:hi]])
     except _Fallback as exc:
         part = {"fallback": str(exc)}
     finally:
@@ -442,50 +440,6 @@ def _chunk_worlds(source: int, start: int, end: int) -> list[tuple[dict[str, Any
     return out
 
 
-def _any_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
-    return _one_pass_rows(items) if _JOB.get("one_pass") else _rows(items)
-
-
-def _rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
-    """The rows of every wanted frame for these worlds, by frame, as tuples."""
-    from workbench.worlds.stigmergy import rows as F
-    from workbench.worlds.stigmergy.metrics import agent_rows
-
-    world_keys, agent_keys = _JOB["world_keys"], _JOB["agent_keys"]
-    rows: dict[str, list[Any]] = {f"w|{p}|{a}": [] for p, a in world_keys}
-    rows.update({f"a|{a}": [] for a in agent_keys})
-    rows.update(replies=[], validity=[], monitor=[])
-    counts: dict[str, list[int]] = {f"a|{a}": [] for a in agent_keys}
-    counts.update(replies=[], monitor=[])
-    columns: dict[str, list[str]] = {}
-    wids = []
-    for w, steps in items:
-        wids.append(w["world_id"])
-        own = w["cell"]["answer_rule"]
-        memo: dict[str, list[dict[str, Any]]] = {}
-
-        def agents(rule: str | None, w: dict[str, Any] = w, steps: list[dict[str, Any]] = steps,
-                   memo: dict[str, list[dict[str, Any]]] = memo, own: str = own) -> list[dict[str, Any]]:
-            r = rule or own
-            if r not in memo:
-                memo[r] = agent_rows(w, steps, r)
-            return memo[r]
-
-        for p, a in world_keys:
-            _add(rows, columns, f"w|{p}|{a}", [F.world_frame_row(w, steps, p, a, agents(a))])
-        for a in agent_keys:
-            n = _add(rows, columns, f"a|{a}", F.agent_frame_rows(w, agents(a)))
-            counts[f"a|{a}"].append(n)
-        r = F.reply_rows(w, steps)
-        rows["replies"] += r
-        counts["replies"].append(len(r))
-        rows["validity"].append(F.validity_row(w, steps))
-        m = F.monitor_rows(w, steps)
-        rows["monitor"] += m
-        counts["monitor"].append(len(m))
-    return {"wids": wids, "rows": rows, "counts": counts, "columns": columns}
-
-
 def _add(rows: dict[str, list[Any]], columns: dict[str, list[str]], name: str, dicts: list[dict[str, Any]]) -> int:
     for d in dicts:
         cols = columns.get(name)
@@ -500,8 +454,9 @@ def _add(rows: dict[str, list[Any]], columns: dict[str, list[str]], name: str, d
 # -- the one-pass per-world rows ----------------------------------------------------------
 
 
-def _one_pass_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
-    """What :func:`_rows` gives, each world's rows of every frame from one pass."""
+def _world_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+    """The rows of every wanted frame for these worlds, by frame, as tuples: each
+    world's rows of every frame from one pass."""
     from workbench.worlds.stigmergy import rows as F
     from workbench.worlds.stigmergy.metrics import agent_rows_by_rule, rescored_world_row, validity_of, world_row
 
