@@ -40,3 +40,16 @@ def test_route_contrast_counts_reply_shapes_from_recorded_replies(tmp_path):
     diff, low, high = newcombe(counts[b]["fenced"], counts[b]["n"], counts[a]["fenced"], counts[a]["n"])
     assert (row["B - A"], row["low"], row["high"]) == pytest.approx((diff, low, high))
     assert set(contrasts["shape"]) == {"fenced", "prose-wrapped", "several objects"}
+
+
+def test_a_declared_route_contrast_sets_which_route_is_a(tmp_path):
+    from workbench.metrics.contrasts import ContrastSpec
+
+    study = make_study(tmp_path, [{"model": "sim/fencer"}, {"model": "sim/multi-object"}], worlds=2)
+    run_study(study, tmp_path / "run", progress=False)
+    records = load_run(tmp_path / "run")
+    design = design_of_records(records)
+    af = agent_frame(records)
+    for levels in (("sim/fencer", "sim/multi-object"), ("sim/multi-object", "sim/fencer")):
+        t = reply_shape_contrasts(af, design, declared=[ContrastSpec("route", "model", levels)])
+        assert set(t["A"]) == {levels[0]} and set(t["B"]) == {levels[1]}

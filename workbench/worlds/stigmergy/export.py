@@ -48,7 +48,7 @@ def _cell_tables(records: RunRecords, parser_rule: str | None, answer_rule: str 
         "writing_for_readers": T.writing_for_readers_table(af, design),
         "pairs": T.pair_table(af, design),
         "reply_shapes": T.reply_shape_table(af, design),
-        "reply_shapes_by_route": T.reply_shape_contrasts(af, design),
+        "reply_shapes_by_route": T.reply_shape_contrasts(af, design, declared=contrasts_for(records, design)),
         "exposure_then_read": T.exposure_then_read(wf, af, design),
         "text_signal": T.text_signal_table(af, design),
         "monitor_labels": T.monitor_label_table(monitor_frame(records), design),

@@ -237,17 +237,21 @@ def reply_shape_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
     return design.annotate(t, "Reply shapes per cell: share of all recorded replies (unit: reply)")
 
 
-def reply_shape_contrasts(af: pd.DataFrame, design: Design, factor: str = "model") -> pd.DataFrame:
+def reply_shape_contrasts(af: pd.DataFrame, design: Design, factor: str = "model",
+                          declared: Sequence[Any] = ()) -> pd.DataFrame:
     """For each pair of cells that differ in ``factor`` alone (by default the route: the
     same design through two request paths), each shape's share in B minus A with
-    Newcombe's interval, over replies as in :func:`reply_shape_table`."""
+    Newcombe's interval, over replies as in :func:`reply_shape_table`. ``declared``:
+    the study's contrasts (ContrastSpec); one on ``factor`` sets which level is A."""
     from workbench.metrics.contrasts import ContrastSpec, matched_pairs
     from workbench.stats import newcombe
 
     rows = _replies(af)
     sums = rows.groupby("cell_id")[["steps", *REPLY_SHAPES.values()]].sum() if len(rows) else None
     out = []
-    for a, b in matched_pairs(design, ContrastSpec(factor, factor, declared=False)):
+    specs = [c for c in declared if c.factor == factor] or [ContrastSpec(factor, factor, declared=False)]
+    pairs = list(dict.fromkeys(p for spec in specs for p in matched_pairs(design, spec)))
+    for a, b in pairs:
         for shape, col in REPLY_SHAPES.items():
             ka, na = (int(sums.at[a, col]), int(sums.at[a, "steps"])) if sums is not None and a in sums.index else (0, 0)
             kb, nb = (int(sums.at[b, col]), int(sums.at[b, "steps"])) if sums is not None and b in sums.index else (0, 0)
