@@ -106,3 +106,23 @@ def test_auto_threads_are_the_idle_cpus_at_start(monkeypatch):
         entry(threads="all")
     with pytest.raises(ValueError, match="threads"):
         entry(threads=0)
+
+
+def test_busy_cpus_are_measured_now_not_over_the_last_minute(monkeypatch, tmp_path):
+    """From the kernel's counters over a short window: a job that ended seconds ago (which
+    the 1-minute load average still counts) leaves the CPUs idle and `auto` uses them."""
+    import time
+
+    from workbench.local import catalogue as C
+
+    stat = tmp_path / "stat"
+    before, after = "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3\n", "cpu  200 0 100 900 0 0 0 0 0 0\ncpu0 1 2 3\n"
+    stat.write_text(before)
+    monkeypatch.setattr(time, "sleep", lambda _s: stat.write_text(after))
+    monkeypatch.setattr(C.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(C.os, "getloadavg", lambda: (9.0, 9.0, 9.0))  # a busy last minute, ignored
+    assert C.busy_cpus(stat=stat) == pytest.approx(1.0)  # 100 of 200 ticks busy, on 2 CPUs
+    stat.write_text(before)
+    monkeypatch.setattr(time, "sleep", lambda _s: stat.write_text("cpu  100 0 100 1000 0 0 0 0 0 0\n"))
+    assert C.busy_cpus(stat=stat) == pytest.approx(0.0)
+    assert C.busy_cpus(stat=tmp_path / "missing") == 9.0  # no counters: the load average

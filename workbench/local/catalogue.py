@@ -45,17 +45,40 @@ SERVER_SETTINGS = ("threads", "threads_batch", "ctx", "slots", "batch", "ubatch"
 
 
 def idle_cpus(cpus: int | None = None, load: float | None = None) -> int:
-    """CPUs this process may use less the 1-minute load average, rounded, at least one.
+    """CPUs this process may use less those busy now, rounded, at least one.
 
     Why (measured with benchmarks/bench_local.py on a 2-core machine shared with other
     processes): llama.cpp's threads wait for each other at every layer, so a thread that
     shares its core with another busy process stalls all of them; at a load average of
-    8-14, 2 threads generated 4.2 tokens/s and 1 thread 10 tokens/s (prompts: 31 vs 66 tok/s)."""
+    8-14, 2 threads generated 4.2 tokens/s and 1 thread 10 tokens/s (prompts: 31 vs 66 tok/s).
+    "Busy now" is measured over a quarter second (:func:`busy_cpus`), not read from the
+    1-minute load average, which still counts a job that ended seconds ago: after a test
+    or benchmark run it gave an idle 2-core machine 1 thread and a 0.5B world took 18.9 s."""
     if cpus is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        load = busy_cpus()
     return max(1, min(cpus, cpus - round(load)))
+
+
+def busy_cpus(window_s: float = 0.25, stat: Path = Path("/proc/stat")) -> float:
+    """How many CPUs' worth of time the machine spent busy over the last ``window_s``
+    (from the kernel's counters), or the 1-minute load average where they cannot be read."""
+    import time
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in stat.read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(window_s)
+        total1, idle1 = sample()
+        cpus = os.cpu_count() or 1
+        return cpus * (1 - (idle1 - idle0) / max(1, total1 - total0))
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
 
 def server_settings(entry: LocalModel) -> dict[str, int]:
