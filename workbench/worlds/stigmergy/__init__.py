@@ -1,4 +1,5 @@
-"""World kind 1: four agents, one key-value store, unprompted coordination."""
+"""World kind 1: agents (the paper: four, one interdependent pair) sharing one key-value store, unprompted
+coordination."""
 from __future__ import annotations
 
 from pathlib import Path

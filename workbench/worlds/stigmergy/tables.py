@@ -197,8 +197,10 @@ def pair_frame(af: pd.DataFrame) -> pd.DataFrame:
 def pair_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Per cell and pair: each pair scored on its own (issue 22, world size). Pair k
     of a cell is one per world, so its k/n are over worlds, as in the coordination
-    table; nothing pools pairs of different worlds or cells. Rows for pair 1 of a
-    paper-size cell repeat its coordination-table figures."""
+    table; nothing pools pairs of different worlds or cells. For a one-pair cell, the
+    joint success and informative reads repeat the coordination table's; its
+    cross-agent read counts the pair's halves only, where cross-agent access counts
+    every agent, solos included."""
     pf = pair_frame(af)
     parts = []
     for metric in ("joint_success", "informative_read", "cross_agent_read", "pair_write"):
