@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, study_dict
 from workbench.params import load_study
 from workbench.records import STEPS, WORLDS, RunWriter, dumpb, dumps, load_run, read_jsonl
@@ -114,7 +116,8 @@ def test_a_study_syncs_per_batch_not_per_world(write_study, tmp_path):
     assert set(summary.worlds) == {w["world_id"] for w in records.worlds}
 
 
-def test_kill_9_with_grouped_syncs_then_resume_equals_an_uninterrupted_run(write_study, tmp_path):
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_kill_9_with_grouped_syncs_then_resume_equals_an_uninterrupted_run(write_study, tmp_path, processes):
     spec = study_dict(worlds_per_cell=120, concurrency=16, cells=[
         {"model": "sim/diligent"}, {"model": "sim/clause-follower", "clauses": "persist-only"},
         {"model": "sim/multi-object", "scheduler": "lockstep"}, {"model": "sim/collider", "condition": "private"}])
@@ -122,13 +125,17 @@ def test_kill_9_with_grouped_syncs_then_resume_equals_an_uninterrupted_run(write
     total = 4 * 120
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "workbench", "run", str(path), "--out", str(out), "--no-progress", "--no-summary"]
+    cmd = [sys.executable, "-m", "workbench", "run", str(path), "--out", str(out), "--no-progress", "--no-summary",
+           "--processes", processes]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 120
     while _lines(out / WORLDS) < 30 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    if processes != "1":  # its world processes die with it, and so write nothing more
+        time.sleep(0.3)
+        assert not _processes_running(str(path)), "a world process outlived its killed parent"
     partial = _lines(out / WORLDS)
     assert 0 < partial < total, f"the kill landed outside the run ({partial} of {total} worlds)"
 
@@ -149,6 +156,22 @@ def test_kill_9_with_grouped_syncs_then_resume_equals_an_uninterrupted_run(write
     for w in ref.worlds:
         wid = w["world_id"]
         assert [_without_run(s) for s in records.steps[wid]] == [_without_run(s) for s in ref.steps[wid]]
+
+
+def _processes_running(marker: str) -> list[int]:
+    """Live processes whose command line holds ``marker`` (forked world processes keep their parent's)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmdline = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(int(d.name))
+    return found
 
 
 # -- imports ---------------------------------------------------------------------------

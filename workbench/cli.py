@@ -244,6 +244,18 @@ def allow_unsafe_code_tasks(args: argparse.Namespace) -> None:
               "unconfined (recorded in the manifest)", file=sys.stderr)
 
 
+def _processes_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or 'auto', got {text!r}")
+    return n
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from workbench.study import run_study
 
@@ -261,7 +273,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
                             progress=show_progress(args) and not args.no_progress, max_worlds=args.max_worlds, lock=lock,
-                            retry_failed=not args.no_retry_failed, probe=args.probe,
+                            retry_failed=not args.no_retry_failed, probe=args.probe, processes=args.processes,
                             keep_worlds=not (args.no_summary or args.quiet))  # only the summary reads them
     except KeyboardInterrupt:
         print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
@@ -755,6 +767,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cells", help="comma-separated cell ids or labels to run (default: all)")
     p.add_argument("--concurrency", type=int, help="worlds in flight at once (default: the study's)")
     p.add_argument("--max-worlds", type=int, help="stop after this many new worlds")
+    p.add_argument("--processes", type=_processes_arg, default="auto",
+                   help="world processes, each running a share of the worlds (default auto: one per core, at most one "
+                        "per 200 worlds; only for studies with no real-model route, else 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-summary", action="store_true", help="do not print the per-cell table")
     p.add_argument("--locks", help="lock folder (default: the nearest locks/ above the study file, "

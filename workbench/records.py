@@ -202,6 +202,14 @@ def read_jsonl(path: Path, problems: list[str] | None = None) -> Iterator[dict[s
             line_no += len(lines)
 
 
+def decode_record(line: bytes) -> Any:
+    """One record line as :func:`read_jsonl` decodes it (msgspec, json for what it refuses)."""
+    try:
+        return _DECODER.decode(line)
+    except msgspec.DecodeError:
+        return json.loads(line)
+
+
 def _decode_line(line: bytes, path: Path, n: int, problems: list[str] | None) -> Any:
     if not line.strip():
         return None
@@ -214,6 +222,21 @@ def _decode_line(line: bytes, path: Path, n: int, problems: list[str] | None) ->
             if problems is not None:
                 problems.append(f"{path.name}:{n}: malformed line skipped")
             return None
+
+
+def encode_world(world: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[bytes, bytes]:
+    """A finished world's record line and its step lines, stamped with the schema
+    version, as the writer appends them."""
+    stamp(world)
+    for s in steps:
+        stamp(s)
+    step_lines = b""
+    if steps:
+        try:  # every step line in one call (msgspec, in C): the same bytes as one dumpb per step
+            step_lines = _ENCODER.encode_lines(steps)
+        except (UnicodeEncodeError, TypeError, NotImplementedError, RecursionError):
+            step_lines = b"".join(dumpb(s) for s in steps)
+    return dumpb(world), step_lines
 
 
 class RunWriter:
@@ -253,15 +276,14 @@ class RunWriter:
 
     def append_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
         self._raise_kept()
-        stamp(world)
-        for s in steps:
-            stamp(s)
-        if steps:
-            try:  # every step line in one call (msgspec, in C): the same bytes as one dumpb per step
-                self._steps.append(_ENCODER.encode_lines(steps))
-            except (UnicodeEncodeError, TypeError, NotImplementedError, RecursionError):
-                self._steps.extend(dumpb(s) for s in steps)
-        self._worlds.append(dumpb(world))
+        self.append_lines(*encode_world(world, steps))
+
+    def append_lines(self, world_line: bytes, step_lines: bytes) -> None:
+        """A finished world already encoded (:func:`encode_world`), e.g. by a world process."""
+        self._raise_kept()
+        if step_lines:
+            self._steps.append(step_lines)
+        self._worlds.append(world_line)
         self._pending += 1
         if self._pending >= self.batch:
             self.sync()

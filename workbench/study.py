@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench import forked
 from workbench.models.budget import Budget, budget_from, is_budget_cut
 from workbench.models.factory import make_client
 from workbench.models.failures import INFRASTRUCTURE, annotate_failure, failure_class
@@ -23,6 +24,8 @@ from workbench.models.ledger import CALLS, CallLedger
 from workbench.params import Cell, Study, monitor_prompt_path
 from workbench.records import (  # noqa: F401  (ids live with the records)
     RunWriter,
+    decode_record,
+    encode_world,
     environment_facts,
     latest_worlds,
     now_iso,
@@ -184,6 +187,30 @@ async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1
     return outcome
 
 
+WORLDS_PER_PROCESS = 200  # "auto" starts another world process for every this many worlds to run
+
+
+def processes_for(study: Study, worlds: int, asked: int | str = "auto") -> int:
+    """How many world processes a run of ``worlds`` worlds uses (1: this process only).
+
+    Only a study with no real-model route (agents and monitor) runs in several: real
+    calls share a budget, rate limits and the call ledger, which live in one process.
+    "auto" takes one process per usable core, at most one per WORLDS_PER_PROCESS worlds
+    (starting a process costs about as much as a few dozen simulated worlds); a number
+    asks for that many, never more than there are worlds."""
+    from workbench.probe import probe_routes_of
+
+    if asked == "auto":
+        want = min(forked.usable_cpus(), worlds // WORLDS_PER_PROCESS)
+    elif isinstance(asked, int) and not isinstance(asked, bool) and asked >= 1:
+        want = min(asked, worlds)
+    else:
+        raise ValueError(f"processes: expected a whole number >= 1 or 'auto', got {asked!r}")
+    if want <= 1 or probe_routes_of(study) or not forked.can_fork():
+        return 1
+    return want
+
+
 RECORD_GC_THRESHOLD = 10_000  # allocations between young-generation collections while worlds run
 
 
@@ -234,7 +261,8 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
 async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterable[str] | None = None,
                           concurrency: int | None = None, progress: bool = True,
                           max_worlds: int | None = None, lock: dict[str, Any] | None = None,
-                          retry_failed: bool = True, probe: bool = False, keep_worlds: bool = True) -> RunSummary:
+                          retry_failed: bool = True, probe: bool = False, keep_worlds: bool = True,
+                          processes: int | str = 1) -> RunSummary:
     """Run every world of the study not yet finished. A world recorded as an
     infrastructure failure is not finished: it runs again (same seed) unless
     ``retry_failed`` is False. Model failures are outcomes and stay as recorded.
@@ -242,7 +270,9 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     in the ledger and the manifest, charged to the budget); if one fails, no world
     starts. With ``keep_worlds`` False the summary holds no world records (its
     ``worlds`` stays empty): a caller that prints no per-cell summary need not keep
-    every world of the run in memory."""
+    every world of the run in memory. ``processes`` (a number, or "auto") runs the
+    worlds in that many forked world processes where the study allows it (see
+    :func:`processes_for`); the manifest's run entry records how many ran."""
     out = Path(out_dir)
     writer = RunWriter(out)
     existing = read_manifest(out)
@@ -266,7 +296,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
              # each earlier attempt a world had: what ended it, so the manifest holds every attempt
              "retried": [{"world_id": wid, "run": recorded[wid].get("run"), **_failure_facts(recorded[wid])}
                          for wid in sorted(failed_infra & ids) if wid not in done][:10_000],
-             "unsafe_code_tasks": os.environ.get("WORKBENCH_UNSAFE_CODE_TASKS") == "1"}
+             "unsafe_code_tasks": os.environ.get("WORKBENCH_UNSAFE_CODE_TASKS") == "1",
+             "processes": processes_for(study, len(todo), processes)}
     manifest["runs"].append(entry)
     write_manifest(out, manifest)
 
@@ -285,6 +316,17 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     budget = budget_from(study.budget_usd)
     summary.budget = budget.snapshot() if budget else None
 
+    def account(valid: bool, failed: dict[str, Any]) -> None:
+        """Count a world just handed to the writer in the summary."""
+        summary.finished += 1
+        if failed:
+            key = (failed["class"], failed["cause"])
+            summary.causes[key] = summary.causes.get(key, 0) + 1
+            summary.failed += 1
+        summary.invalid += not valid
+        if bar is not None:
+            bar.update(1)
+
     async def worker() -> None:
         for cell, i in queue:
             if budget is not None and budget.exhausted:
@@ -300,14 +342,24 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             writer.append_world(outcome.world, outcome.steps)
             if keep_worlds:
                 summary.worlds[outcome.world["world_id"]] = outcome.world
-            summary.finished += 1
-            if failed:
-                key = (failed["class"], failed["cause"])
-                summary.causes[key] = summary.causes.get(key, 0) + 1
-                summary.failed += 1
-            summary.invalid += not outcome.world["valid"]
-            if bar is not None:
-                bar.update(1)
+            account(outcome.world["valid"], failed)
+
+    async def play_forked(item: tuple[Cell, int]) -> bytes:
+        """In a world process: one world, encoded for the parent's writer (no budget and
+        no ledger: only studies without a real-model route run in world processes)."""
+        outcome = await run_one_world(study, item[0], item[1], run, checkpoint_dir=out / CHECKPOINTS)
+        world = outcome.world
+        failed = world.get("failed") or {}
+        world_line, step_lines = encode_world(world, outcome.steps)
+        return forked.encode(world["world_id"], bool(world["valid"]),
+                             {k: failed[k] for k in ("class", "cause") if k in failed}, world_line, step_lines)
+
+    def forked_result(msg: bytes) -> None:
+        wid, valid, failed, world_line, step_lines = forked.decode(msg)
+        writer.append_lines(world_line, step_lines)
+        if keep_worlds:
+            summary.worlds[wid] = decode_record(world_line)
+        account(valid, failed)
 
     restore_collector = _collector_for_worlds()
     try:
@@ -319,7 +371,11 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             if summary.probe_failed:
                 queue = iter(())  # no world starts on a route that cannot answer
         n = max(1, min(concurrency or study.concurrency, len(todo) or 1))
-        await asyncio.gather(*(worker() for _ in range(n)))
+        if entry["processes"] > 1 and not summary.probe_failed:
+            await forked.run_forked([todo[k::entry["processes"]] for k in range(entry["processes"])], play_forked,
+                                    concurrency=n, on_result=forked_result)
+        else:
+            await asyncio.gather(*(worker() for _ in range(n)))
     except (asyncio.CancelledError, KeyboardInterrupt):
         summary.interrupted = True
         raise
