@@ -153,3 +153,11 @@ sys.exit(main(["run", {str(path)!r}, "--out", {str(tmp_path / "run")!r}, "--proc
     assert "error: world process" in res.stderr and "ended before finishing its share (exit code -9)" in res.stderr
     assert "Traceback" not in res.stderr
     assert 0 < len(load_run(tmp_path / "run").worlds) < 90
+
+
+def test_auto_gives_a_collusion_world_a_process_of_its_own(monkeypatch):
+    """A collusion world takes seconds, so "auto" splits even a few of them."""
+    monkeypatch.setattr(forked, "usable_cpus", lambda: 4)
+    smoke = load_study(ROOT / "params" / "collusion-smoke.yaml")
+    assert smoke.kind.worlds_per_process == 1
+    assert processes_for(smoke, 3) == 3 and processes_for(smoke, 40) == 4

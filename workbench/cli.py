@@ -769,7 +769,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-worlds", type=int, help="stop after this many new worlds")
     p.add_argument("--processes", type=_processes_arg, default="auto",
                    help="world processes, each running a share of the worlds (default auto: one per core, at most one "
-                        "per 200 worlds; only for studies with no real-model route, else 1)")
+                        "per 200 worlds, per collusion world; only for studies with no real-model route, else 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-summary", action="store_true", help="do not print the per-cell table")
     p.add_argument("--locks", help="lock folder (default: the nearest locks/ above the study file, "

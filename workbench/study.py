@@ -187,21 +187,19 @@ async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1
     return outcome
 
 
-WORLDS_PER_PROCESS = 200  # "auto" starts another world process for every this many worlds to run
-
-
 def processes_for(study: Study, worlds: int, asked: int | str = "auto") -> int:
     """How many world processes a run of ``worlds`` worlds uses (1: this process only).
 
     Only a study with no real-model route (agents and monitor) runs in several: real
     calls share a budget, rate limits and the call ledger, which live in one process.
-    "auto" takes one process per usable core, at most one per WORLDS_PER_PROCESS worlds
-    (starting a process costs about as much as a few dozen simulated worlds); a number
-    asks for that many, never more than there are worlds."""
+    "auto" takes one process per usable core, at most one per the kind's
+    ``worlds_per_process`` worlds (200 shared-store worlds: starting a process costs about
+    as much as a few dozen of them; one collusion world); a number asks for that many,
+    never more than there are worlds."""
     from workbench.probe import probe_routes_of
 
     if asked == "auto":
-        want = min(forked.usable_cpus(), worlds // WORLDS_PER_PROCESS)
+        want = min(forked.usable_cpus(), worlds // max(1, study.kind.worlds_per_process))
     elif isinstance(asked, int) and not isinstance(asked, bool) and asked >= 1:
         want = min(asked, worlds)
     else:

@@ -60,6 +60,9 @@ class WorldKind:
     report_notebook: ClassVar[str | None] = "report"
     rescoring: ClassVar[bool] = False  # metric_tables accepts parser_rule / answer_rule (re-scoring recorded replies)
     terminal_tables: ClassVar[tuple[str, ...] | None] = None  # the tables `workbench metrics` prints (None: all)
+    # `--processes auto` starts another world process for every this many worlds of a study with no
+    # real-model route: about as many of the kind's simulated worlds as starting a process costs
+    worlds_per_process: ClassVar[int] = 200
 
     # -- required ------------------------------------------------------------------------
     def routes(self, cell: Any) -> set[str]:

@@ -21,6 +21,7 @@ from workbench.worlds.collusion.spec import AGENTS, CollusionCell
 
 class CollusionKind(WorldKind):
     name = "collusion"
+    worlds_per_process = 1  # a world takes seconds (many turns, sandboxed code): one is worth a process
     cell_spec = CollusionCell
     report_notebook = "collusion_analysis"
 
