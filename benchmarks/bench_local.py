@@ -5,7 +5,9 @@ settings or a sweep of settings (issue 17, part 4).
 One measurement = a fresh server with the setting, then ``--worlds`` shared-store worlds
 (4 agents, lockstep, 12 steps at most, temperature 0.7) run one after the other; the
 figure is wall seconds per world (the first world pays for the cold prompt cache, as in
-any study). Beside it: the server's CPU seconds per world (user + system, all threads:
+any study). At temperature 0.7 a world's length varies more than settings move it (6 to
+17 calls per world in the same setting), so seconds per call is printed beside it: the
+figure that compares settings. Beside them: the server's CPU seconds per world (user + system, all threads:
 less sensitive to other processes on a shared machine than wall time), calls per world,
 generated tokens per call, prompt tokens processed (not cached) per call, the share of
 unparseable replies and of agents that ran to the step limit. ``--sweep`` alternates the
@@ -14,7 +16,7 @@ before and after, since the machine is shared.
 
 A setting is ``key=value,...`` with keys among the catalogue's server settings
 (threads and threads_batch, a number or ``auto``; slots, ctx, batch, ubatch,
-cache_ram_mib), ``max_tokens``
+cache_ram_mib; speculative: none, ngram-simple or ngram-map-k), ``max_tokens``
 (the cell's sampling; default: the catalogue's) and ``constrained`` (0/1: a JSON schema
 of the operations as response_format, which the server applies as a grammar).
 
@@ -63,7 +65,8 @@ def parse_setting(text: str) -> dict[str, Any]:
             raise SystemExit(f"bad setting {part!r}: expected key=value with a key among "
                              f"{[*SERVER_SETTINGS, 'max_tokens', 'constrained']}")
         value = value.strip()
-        out[key] = bool(int(value)) if key == "constrained" else value if value == "auto" else int(value)
+        out[key] = (bool(int(value)) if key == "constrained" else value if value == "auto" or key == "speculative"
+                    else int(value))
     return out
 
 
@@ -148,7 +151,8 @@ def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[
     for s in steps:
         last[(s["world_id"], s["agent"])] = s
     capped = sum(1 for s in last.values() if (s.get("op") or {}).get("op") != "submit")
-    return {"s_world": wall / n, "cpu_world": cpu / n, "start_s": start_s, "calls_world": len(steps) / n,
+    return {"s_world": wall / n, "s_call": wall / max(1, len(steps)),
+            "cpu_world": cpu / n, "start_s": start_s, "calls_world": len(steps) / n,
             "gen_call": completion / max(1, len(steps)), "uncached_call": (prompt - cached) / max(1, len(steps)),
             "invalid": sum(1 for s in steps if not s.get("valid")) / max(1, len(steps)),
             "capped": capped / max(1, len(last)), "worlds": len(records.worlds),
@@ -156,7 +160,7 @@ def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[
             "threads": f"{started_with['threads']}/{started_with['threads_batch']}"}
 
 
-COLUMNS = (("s_world", "s/world", "{:.1f}"), ("cpu_world", "cpu s/world", "{:.1f}"),
+COLUMNS = (("s_world", "s/world", "{:.1f}"), ("s_call", "s/call", "{:.2f}"), ("cpu_world", "cpu s/world", "{:.1f}"),
            ("calls_world", "calls/world", "{:.1f}"), ("gen_call", "gen tok/call", "{:.1f}"),
            ("uncached_call", "new prompt tok/call", "{:.0f}"), ("invalid", "unparsed", "{:.0%}"),
            ("capped", "ran to limit", "{:.0%}"))
@@ -171,11 +175,12 @@ def table(name: str, rows: dict[str, list[dict[str, Any]]]) -> None:
         print(f"{key:<44}{cells}   {every} s")
 
 
-def result(name: str, per_world: float, what: str) -> None:
+def result(name: str, per_world: float, per_call: float, calls: float, what: str) -> None:
     limit = next((v for k, v in TARGETS.items() if k in name), None)
     print(f"RESULT name=local-{name} figure=s_per_world:{per_world:.1f} reference=- ratio=- "
           f"target={'<=' + str(int(limit)) + 's' if limit else '-'} "
-          f"met={'-' if limit is None else 'yes' if per_world <= limit else 'no'}  ({what})")
+          f"met={'-' if limit is None else 'yes' if per_world <= limit else 'no'} "
+          f"s_per_call={per_call:.2f} calls_per_world={calls:.1f}  ({what})")
 
 
 def main() -> None:
@@ -209,7 +214,8 @@ def main() -> None:
                 for key, s in settings.items():
                     got = measure(name, s, args.worlds, Path(tmp))
                     rows[key].append(got)
-                    print(f"  round {r + 1} {key}: {got['s_world']:.1f} s/world, {got['cpu_world']:.1f} cpu s/world, "
+                    print(f"  round {r + 1} {key}: {got['s_world']:.1f} s/world ({got['s_call']:.2f} s/call), "
+                          f"{got['cpu_world']:.1f} cpu s/world, "
                           f"{got['calls_world']:.1f} calls/world, {got['gen_call']:.1f} gen tok/call, "
                           f"{got['uncached_call']:.0f} new prompt tok/call, {got['invalid']:.0%} unparsed, "
                           f"{got['capped']:.0%} ran to limit, {got['failed']} failed; threads {got['threads']}, server start "
@@ -217,7 +223,9 @@ def main() -> None:
         table(name, rows)
         print(f"load average after {load()}")
         first = next(iter(rows))
-        result(name, statistics.median(r["s_world"] for r in rows[first]), first)
+        result(name, statistics.median(r["s_world"] for r in rows[first]),
+               statistics.median(r["s_call"] for r in rows[first]), statistics.median(r["calls_world"] for r in rows[first]),
+               first)
 
 
 if __name__ == "__main__":

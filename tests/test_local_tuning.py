@@ -34,7 +34,8 @@ def test_catalogue_entries_set_every_tuned_setting():
         s = server_settings(m)
         assert s["slots"] >= 4, "one slot per agent of a world, so no agent waits for another's turn"
         assert s["ctx"] >= 2048 and m.max_tokens <= 256
-        assert all(isinstance(v, int) for v in s.values())
+        assert all(isinstance(v, int) for k, v in s.items() if k != "speculative")
+        assert s["speculative"] == "ngram-map-k", "n-gram drafts: the same replies in fewer passes (see the catalogue)"
 
 
 def test_a_bad_setting_is_refused_with_its_name(tmp_path):
@@ -64,7 +65,7 @@ def test_the_server_process_gets_the_catalogue_settings(tmp_path, monkeypatch):
     (argv,) = seen
     assert argv[1:4] == ["-m", "workbench.local.serve", str(tmp_path / "m.gguf")]
     assert json.loads(argv[-1]) == {"threads": 1, "threads_batch": 2, "slots": 6, "ctx": 1024, "batch": 256,
-                                    "ubatch": 128, "cache_ram_mib": 64}
+                                    "ubatch": 128, "cache_ram_mib": 64, "speculative": "none"}
 
 
 def test_xllamacpp_parameters_follow_the_settings():
@@ -79,6 +80,17 @@ def test_xllamacpp_parameters_follow_the_settings():
     assert (p.n_batch, p.n_ubatch) == (256, 256)  # the physical batch never exceeds the logical one
     assert p.cache_prompt and p.cache_ram_mib == 64
     assert (p.port, list(p.hostnames), p.model.path) == (4321, ["127.0.0.1"], "/nowhere/m.gguf")
+    assert [t.name for t in p.speculative.types] == ["COMMON_SPECULATIVE_TYPE_NONE"]
+    for name, member in (("ngram-map-k", "NGRAM_MAP_K"), ("ngram-simple", "NGRAM_SIMPLE")):
+        q = params("/nowhere/m.gguf", 4321, server_settings(entry(speculative=name)))
+        assert [t.name for t in q.speculative.types] == [f"COMMON_SPECULATIVE_TYPE_{member}"]
+
+
+def test_an_unknown_speculative_setting_is_refused_with_its_name(tmp_path):
+    bad = tmp_path / "cat.yaml"
+    bad.write_text("m: {packages: [p==1], size: 1, sha256: \"" + "0" * 64 + "\", speculative: eagle}\n")
+    with pytest.raises(LocalModelError, match="speculative"):
+        load_local_catalogue(bad)
 
 
 def test_serve_entry_point_reads_the_settings_json(tmp_path):

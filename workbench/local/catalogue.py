@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -17,6 +17,13 @@ class LocalModelError(InputFileError):
 
 
 Threads = Annotated[int, Field(ge=1, le=256)]
+
+
+# llama.cpp's speculative decoding without a draft model: candidate tokens come from n-grams
+# already in the context (a JSON reply repeats keys and values from its prompt); the model
+# checks them all in one batch and keeps the prefix it would have sampled itself
+Speculative = Literal["none", "ngram-simple", "ngram-map-k"]
+SPECULATIVE_TYPES: dict[str, str] = {"none": "NONE", "ngram-simple": "NGRAM_SIMPLE", "ngram-map-k": "NGRAM_MAP_K"}
 
 
 class LocalModel(BaseModel):
@@ -39,9 +46,12 @@ class LocalModel(BaseModel):
     cache_ram_mib: int = Field(1024, ge=-1, description="memory for slot states kept across requests and "
                                                         "restored by prefix (0: off, -1: no limit)")
     max_tokens: int = Field(256, ge=1, description="output cap sent unless the cell's sampling sets one")
+    speculative: Speculative = Field(
+        "none", description="draft tokens looked up in the conversation's own n-grams, checked by the model "
+                            "in one pass: the tokens the model would have generated, in fewer passes")
 
 
-SERVER_SETTINGS = ("threads", "threads_batch", "ctx", "slots", "batch", "ubatch", "cache_ram_mib")
+SERVER_SETTINGS = ("threads", "threads_batch", "ctx", "slots", "batch", "ubatch", "cache_ram_mib", "speculative")
 
 
 def idle_cpus(cpus: int | None = None, load: float | None = None) -> int:
@@ -81,7 +91,7 @@ def busy_cpus(window_s: float = 0.25, stat: Path = Path("/proc/stat")) -> float:
         return os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
 
 
-def server_settings(entry: LocalModel) -> dict[str, int]:
+def server_settings(entry: LocalModel) -> dict[str, Any]:
     """What the server of ``entry`` is started with (see :mod:`workbench.local.serve`);
     ``auto`` thread counts are resolved here, when the server starts."""
     out = {k: getattr(entry, k) for k in SERVER_SETTINGS}

@@ -10,6 +10,8 @@ import sys
 import threading
 from typing import Any
 
+from workbench.local.catalogue import SPECULATIVE_TYPES
+
 
 def params(path: str, port: int, settings: dict[str, Any]) -> Any:
     """xllamacpp's CommonParams for one model: every setting the catalogue tunes, and prompt caching on."""
@@ -27,6 +29,8 @@ def params(path: str, port: int, settings: dict[str, Any]) -> Any:
     p.hostnames = ["127.0.0.1"]
     p.cache_prompt = True  # a slot keeps its conversation: each step processes only the new suffix
     p.cache_ram_mib = settings["cache_ram_mib"]  # slot states kept in memory, restored by prefix (across worlds)
+    spec = SPECULATIVE_TYPES[settings.get("speculative", "none")]
+    p.speculative.types = [getattr(x.common_speculative_type, f"COMMON_SPECULATIVE_TYPE_{spec}")]
     return p
 
 

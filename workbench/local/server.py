@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from workbench.errors import SetupError
 from workbench.local.catalogue import LocalModel, server_settings
@@ -38,7 +39,7 @@ class LocalServer:
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.log = log
         self.proc: subprocess.Popen | None = None
-        self.settings: dict[str, int] = {}  # what the running server was started with (auto resolved)
+        self.settings: dict[str, Any] = {}  # what the running server was started with (auto resolved)
 
     def start(self, timeout_s: float = 180.0) -> LocalServer:
         try:
