@@ -115,7 +115,9 @@ def test_ctrl_c_ends_the_world_processes_and_keeps_what_they_sent(write_study, t
     cmd = [sys.executable, "-m", "workbench", "run", str(path), "--out", str(out), "--no-progress", "--no-summary",
            "--processes", "2"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal delivers it: a run started from a background job inherits it ignored
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while _lines(out / WORLDS) < 20 and time.time() < deadline and proc.poll() is None:
         time.sleep(0.005)
