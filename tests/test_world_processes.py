@@ -163,3 +163,15 @@ def test_auto_gives_a_collusion_world_a_process_of_its_own(monkeypatch):
     smoke = load_study(ROOT / "params" / "collusion-smoke.yaml")
     assert smoke.kind.worlds_per_process == 1
     assert processes_for(smoke, 3) == 3 and processes_for(smoke, 40) == 4
+
+
+def test_cli_says_when_asked_processes_are_not_taken(write_study, tmp_path):
+    """--processes 2 on a study with a real-model route runs in one process, and says so."""
+    path = write_study(study_dict(cells=[{"model": "gpt-5.4-mini"}]))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-test-not-a-real-key-0000"}
+    res = subprocess.run([sys.executable, "-m", "workbench", "run", str(path), "--out", str(tmp_path / "r"),
+                          "--processes", "2", "--max-worlds", "0"], capture_output=True, text=True, cwd=tmp_path,
+                         env=env)  # no world: no call is made
+    assert res.returncode == 0, res.stderr
+    assert "warning: --processes 2 not taken: this study calls real models" in res.stderr, res.stderr
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["runs"][-1]["processes"] == 1

@@ -269,6 +269,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     line = _plan_line(study)
     if line:
         print(line, file=sys.stderr)
+    if isinstance(args.processes, int) and args.processes > 1:
+        from workbench.probe import probe_routes_of
+
+        if probe_routes_of(study):
+            print(f"warning: --processes {args.processes} not taken: this study calls real models, whose budget, "
+                  "rate limits and call ledger live in one process; running in one", file=sys.stderr)
     cells = [c for c in args.cells.split(",") if c] if args.cells else None
     try:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
