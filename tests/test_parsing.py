@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from workbench.records import RunWriter, read_jsonl
 from workbench.worlds.stigmergy.answers import is_correct
-from workbench.worlds.stigmergy.parsing import ParseOutcome, parse_both, parse_reply, reply_shape
+from workbench.worlds.stigmergy.parsing import DECODE_DEPTH, ParseOutcome, parse_both, parse_reply, reply_shape
 
 STORE = ("list", "read", "write", "submit")
 NO_STORE = ("submit",)
@@ -400,3 +400,27 @@ def test_parse_both_equals_each_rule_on_its_own_for_generated_replies(obj: dict,
     text = before + json.dumps(obj) + after
     assert parse_both(text, STORE) == _parse_both_long_way(text, STORE)
     assert parse_both(text, NO_STORE) == _parse_both_long_way(text, NO_STORE)
+
+
+def _from_depth(k: int, f):  # noqa: ANN001, ANN202 - f called k frames deeper
+    return f() if k == 0 else _from_depth(k - 1, f)
+
+
+def test_deep_json_gets_one_answer_from_any_caller():
+    """Near the interpreter's recursion limit json's decoder answered by how deep the caller
+    was (RecursionError from one path, a syntax error from a frame shallower; a fuzz example
+    found it). Text nested deeper than DECODE_DEPTH is refused before decoding, so every
+    caller records the same outcome."""
+    texts = [t for n in (*range(250, 270), *range(960, 1020, 3)) for t in (
+        "[" + '{"op":' * n + "]", '{"a":' * n + "1" + "}" * n,
+        '{"op":"write","key":"k","value":' + "[" * n + "]" * n + "}")]
+    for text in texts:
+        for rule in ("strict", "lenient"):
+            here = parse_reply(text, rule, STORE).to_record()
+            assert _from_depth(60, lambda t=text, r=rule: parse_reply(t, r, STORE).to_record()) == here
+            assert parse_both(text, STORE)[rule] == here
+    deep = parse_reply('{"a":' * 300 + "1" + "}" * 300, "strict", STORE)
+    assert not deep.valid and deep.error == f"not valid JSON (nested deeper than {DECODE_DEPTH} levels)"
+    # brackets inside strings are text, not nesting: this one decodes (and is refused as an operation)
+    inside = parse_reply('{"op": "note", "x": "' + "{[" * 400 + '"}', "strict", STORE)
+    assert inside.error == "unknown operation 'note'"

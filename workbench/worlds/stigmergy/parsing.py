@@ -112,7 +112,39 @@ def reply_shape(text: str) -> ReplyShape:
     )
 
 
+DECODE_DEPTH = 256  # deeper text is refused before decoding (no operation can be that deep: MAX_DEPTH)
+_JSON_TOKENS = re.compile(r'\\.|["{}\[\]]', re.DOTALL)
+
+
+def _nested_deeper_than(text: str, limit: int) -> bool:
+    """Whether brackets outside JSON strings nest deeper than ``limit`` in ``text``.
+
+    Why: json's decoder recurses in C and stops at the interpreter's recursion limit,
+    which counts the caller's frames too, so near that depth the same text gave a
+    RecursionError from one call path and a syntax error from another, one frame
+    shallower: a record's error depended on who parsed it. Refused here, text of any
+    depth gets one answer."""
+    if text.count("{") + text.count("[") <= limit:  # cannot nest deeper (C-speed counts)
+        return False
+    depth, in_string = 0, False
+    for m in _JSON_TOKENS.finditer(text):
+        tok = m.group()
+        if tok == '"':
+            in_string = not in_string
+        elif in_string or len(tok) == 2:  # inside a string, or an escape
+            continue
+        elif tok in "{[":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
 def _load_object(candidate: str) -> tuple[dict[str, Any] | None, str | None]:
+    if _nested_deeper_than(candidate, DECODE_DEPTH):
+        return None, f"not valid JSON (nested deeper than {DECODE_DEPTH} levels)"
     try:
         value = json.loads(candidate)
     except (ValueError, RecursionError) as exc:
