@@ -89,6 +89,13 @@ def test_infrastructure_failures_exit_nonzero_and_resume_completes_them(faulty, 
     records = load_run(out)
     assert len(records.worlds) == 3 and not any(w["failed"] for w in records.worlds)
     assert {w["run"] for w in records.worlds} == {3}
+    from workbench.worlds.stigmergy import fastframes as FF
+
+    # the rows kept beside the records: those of each world's latest run, not of its failed attempt
+    parts = FF.kept_parts(list(records.steps.sources), 3, list(FF.STANDARD_WORLD_KEYS), [None])
+    assert parts is not None and sum(len(p["wids"]) for p in parts) == 3
+    frame = FF.compute(load_run(out), list(FF.STANDARD_WORLD_KEYS), [None])[("stigmergy.worlds", None, None)]
+    assert len(frame) == 3 and not frame["failed"].any()
     manifest = json.loads((out / "manifest.json").read_text())
     assert [len(r["retried"]) for r in manifest["runs"]] == [0, 0, 3]
     assert manifest["runs"][0]["failures"] == [{"class": INFRASTRUCTURE, "cause": "server error", "worlds": 3}]

@@ -70,8 +70,10 @@ def _die_with_parent() -> None:
 
 
 def _child(conn: Connection, inherited: list[Connection], share: Sequence[Any],
-           play: Callable[[Any], Awaitable[bytes]], concurrency: int) -> None:
-    """A forked child: play every item of its share, send each result, then _DONE."""
+           play: Callable[[Any], Awaitable[bytes]], concurrency: int,
+           finish: Callable[[], bytes | None] | None) -> None:
+    """A forked child: play every item of its share, send each result, then what
+    ``finish`` gives (if anything), then _DONE."""
     for c in inherited:  # the parent's read ends: a dead parent must leave no reader of our pipe
         c.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us
@@ -90,6 +92,9 @@ def _child(conn: Connection, inherited: list[Connection], share: Sequence[Any],
     code = 0
     try:
         asyncio.run(main())
+        last = finish() if finish is not None else None
+        if last is not None:
+            conn.send_bytes(last)
         conn.send_bytes(_DONE)
     except BrokenPipeError:  # the parent is gone: nobody records what we would send
         code = 1
@@ -106,9 +111,11 @@ def _child(conn: Connection, inherited: list[Connection], share: Sequence[Any],
 
 
 async def run_forked(shares: Sequence[Sequence[Any]], play: Callable[[Any], Awaitable[bytes]], *,
-                     concurrency: int, on_result: Callable[[bytes], None]) -> None:
+                     concurrency: int, on_result: Callable[[bytes], None],
+                     finish: Callable[[], bytes | None] | None = None) -> None:
     """Run ``play`` over each share in its own forked child, ``concurrency`` at a time
-    in each; ``on_result`` gets every result (bytes), in this process, as it arrives.
+    in each; ``on_result`` gets every result (bytes), in this process, as it arrives,
+    and last what ``finish`` returns in each child once its share is played (if not None).
     Raises WorldProcessError when a child failed (after every child has ended)."""
     loop = asyncio.get_running_loop()
     ctx = get_context("fork")
@@ -119,7 +126,7 @@ async def run_forked(shares: Sequence[Sequence[Any]], play: Callable[[Any], Awai
     for share in shares:
         r, w = ctx.Pipe(duplex=False)
         readers.append(r)
-        p = ctx.Process(target=_child, args=(w, list(readers), share, play, concurrency), daemon=True)
+        p = ctx.Process(target=_child, args=(w, list(readers), share, play, concurrency, finish), daemon=True)
         p.start()
         w.close()  # only the child writes; its end closing is how we see it end
         procs.append(p)

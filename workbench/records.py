@@ -5,6 +5,9 @@ Layout of a run directory::
     manifest.json   what ran: versions, git revision, hashes of params and templates, runs
     steps.jsonl     one line per model call, appended when its world finishes
     worlds.jsonl    one line per finished world, written after that world's steps
+    rows.bin        per-world metric rows a world kind computed as its worlds were
+                    recorded: a cache that analysis uses only while it is provably
+                    current (see :func:`read_rows`); deleting it changes nothing but speed
 
 A world's steps are appended first and its world line last, so the world line is
 the commit point. Writes are grouped: finished worlds wait in memory until a batch
@@ -31,8 +34,10 @@ import importlib.metadata
 import json
 import os
 import platform
+import struct
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +52,7 @@ STEPS = "steps.jsonl"
 CUT = "cut.jsonl"  # worlds cut by the study budget: recorded, but not finished
 WORLDS = "worlds.jsonl"
 MANIFEST = "manifest.json"
+ROWS = "rows.bin"
 _PACKAGES = ("stigmergy-workbench", "pydantic", "PyYAML", "pandas", "numpy", "statsmodels", "scipy",
              "litellm", "papermill", "nbconvert", "plotly", "ipywidgets", "jupyterlab")
 
@@ -236,6 +242,116 @@ def encode_world(world: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[by
     return dumpb(world), step_lines
 
 
+Items = list[tuple[dict[str, Any], list[dict[str, Any]]]]  # worlds with their steps, as load_run reads them
+
+
+@dataclass(frozen=True)
+class RowKeeper:
+    """How a world kind keeps per-world rows beside its records (``rows.bin``), so that
+    analysis at scale reads them instead of computing them again from every step.
+
+    ``key`` names the code that computes the rows (a digest of it): rows under another
+    key are never used. ``pack`` turns worlds with their steps, decoded from the very
+    lines just written, into one opaque blob (None: nothing to keep for these)."""
+
+    key: str
+    pack: Callable[[Items], bytes | None]
+
+
+_ROWS_MAGIC = b"WBR1"
+_ROWS_HEAD = struct.Struct("<4sI")  # magic, header length; then the header (JSON), then _ROWS_BLOB, then the blob
+_ROWS_BLOB = struct.Struct("<QI")  # blob length, its crc32
+
+
+def decode_items(lines: list[tuple[bytes, bytes]]) -> Items:
+    """Worlds and their steps from their record lines (:func:`encode_world`), as
+    ``load_run`` gives them: a world's steps in application order."""
+    items = []
+    for world_line, step_lines in lines:
+        try:
+            steps = _DECODER.decode_lines(step_lines) if step_lines else []
+        except msgspec.DecodeError:  # what msgspec refuses (lone surrogates): line by line, as read_jsonl does
+            steps = [decode_record(line) for line in step_lines.splitlines() if line.strip()]
+        steps.sort(key=lambda s: s["seq"])
+        items.append((decode_record(world_line), steps))
+    return items
+
+
+def _row_frames(data: bytes) -> tuple[list[tuple[dict[str, Any], bytes]], int]:
+    """The whole, intact frames of a rows file, and where they end (a torn or damaged
+    frame and everything after it are not frames)."""
+    frames: list[tuple[dict[str, Any], bytes]] = []
+    at = 0
+    while at + _ROWS_HEAD.size <= len(data):
+        magic, hlen = _ROWS_HEAD.unpack_from(data, at)
+        start = at + _ROWS_HEAD.size + hlen + _ROWS_BLOB.size
+        if magic != _ROWS_MAGIC or start > len(data):
+            break
+        blen, crc = _ROWS_BLOB.unpack_from(data, start - _ROWS_BLOB.size)
+        blob = data[start:start + blen]
+        if len(blob) != blen or zlib.crc32(blob) != crc:
+            break
+        try:
+            header = json.loads(data[at + _ROWS_HEAD.size:start - _ROWS_BLOB.size])
+        except ValueError:
+            break
+        if not isinstance(header, dict):
+            break
+        frames.append((header, blob))
+        at = start + blen
+    return frames, at
+
+
+def _file_stamps(out_dir: Path) -> dict[str, list[int]]:
+    """Size and modification time of the record files: what says they have not changed."""
+    stamps = {}
+    for name in (STEPS, WORLDS):
+        try:
+            st = os.stat(out_dir / name)
+        except FileNotFoundError:
+            continue
+        stamps[name] = [st.st_size, st.st_mtime_ns]
+    return stamps
+
+
+def read_rows(out_dir: str | Path, key: str) -> list[bytes] | None:
+    """The row blobs kept under ``key`` in a run directory, or None where they cannot be
+    trusted to describe its records as they are now: no rows file, or its last frame
+    was written when the record files had another size or modification time (worlds
+    appended since without rows, a record edited or cut by hand, a rows frame lost).
+    Which worlds the blobs cover (of which run) is for the kind to check."""
+    out = Path(out_dir)
+    try:
+        data = (out / ROWS).read_bytes()
+    except FileNotFoundError:
+        return None
+    frames, _ = _row_frames(data)
+    if not frames or frames[-1][0].get("files") != _file_stamps(out):
+        return None
+    return [blob for header, blob in frames if header.get("key") == key]
+
+
+def keep_rows_if_current(out_dir: Path) -> bool:
+    """Before a run appends to a directory: keep its rows file only if it describes the
+    record files as they are (see :func:`read_rows`), cut back to its last whole frame;
+    else delete it, since rows appended after untrustworthy ones would vouch for them.
+    (After a kill the records usually went on past the last rows: analysis then
+    computes every row from the records.) Whether it was kept."""
+    path = out_dir / ROWS
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    frames, end = _row_frames(data)
+    if not frames or frames[-1][0].get("files") != _file_stamps(out_dir):
+        path.unlink()
+        return False
+    if end < len(data):
+        with path.open("r+b") as fh:
+            fh.truncate(end)
+    return True
+
+
 class RunWriter:
     """Appends finished worlds to a run directory (single writer per directory).
 
@@ -246,10 +362,17 @@ class RunWriter:
     whatever is pending. Outside an event loop every world is written and synced
     at once, as before."""
 
-    def __init__(self, out_dir: Path, *, batch: int = 64, interval: float = 0.2) -> None:
+    def __init__(self, out_dir: Path, *, batch: int = 64, interval: float = 0.2,
+                 rows: RowKeeper | None = None) -> None:
         self.dir = Path(out_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.repaired = {name: repair_tail(self.dir / name) for name in (STEPS, WORLDS)}
+        self.rows = rows
+        self.rows_error: str | None = None  # why rows stopped being kept in this run (the kind's pack raised)
+        if rows is not None:
+            keep_rows_if_current(self.dir)
+        self._row_lines: list[tuple[bytes, bytes]] = []  # pending worlds whose rows are made at the sync
+        self._row_blobs: list[bytes] = []  # pending rows made elsewhere (world processes)
         self.batch = max(1, batch)
         self.interval = interval
         self.syncs = 0  # fsync calls made, for benchmarks and tests
@@ -275,12 +398,15 @@ class RunWriter:
         self._raise_kept()
         self.append_lines(*encode_world(world, steps))
 
-    def append_lines(self, world_line: bytes, step_lines: bytes) -> None:
-        """A finished world already encoded (:func:`encode_world`), e.g. by a world process."""
+    def append_lines(self, world_line: bytes, step_lines: bytes, *, rows: bool = True) -> None:
+        """A finished world already encoded (:func:`encode_world`), e.g. by a world
+        process (``rows`` False: its rows come separately, by :meth:`append_rows`)."""
         self._raise_kept()
         if step_lines:
             self._steps.append(step_lines)
         self._worlds.append(world_line)
+        if rows and self.rows is not None:
+            self._row_lines.append((world_line, step_lines))
         self._pending += 1
         if self._pending >= self.batch:
             self.sync()
@@ -292,6 +418,11 @@ class RunWriter:
                 self.sync()  # no loop to wake us: write now
                 return
             self._timer = loop.call_later(self.interval, self._sync_by_timer)
+
+    def append_rows(self, blob: bytes) -> None:
+        """Rows packed elsewhere by this writer's :class:`RowKeeper` (a world process),
+        written after the worlds they describe, at the next sync."""
+        self._row_blobs.append(blob)
 
     def _sync_by_timer(self) -> None:
         self._timer = None
@@ -305,18 +436,43 @@ class RunWriter:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if not self._pending:
+        if self._pending:
+            steps, worlds = self._steps, self._worlds
+            self._steps, self._worlds, self._pending = [], [], 0
+            for name, lines in ((STEPS, steps), (WORLDS, worlds)):
+                if not lines and name == STEPS:
+                    continue
+                with (self.dir / name).open("ab") as fh:
+                    fh.write(b"".join(lines))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                self.syncs += 1
+        self._write_rows()
+
+    def _write_rows(self) -> None:
+        """The pending worlds' rows, after their lines, stamped with the record files'
+        size and time as they are now (not synced: a cache, checked when read)."""
+        lines, blobs = self._row_lines, self._row_blobs
+        self._row_lines, self._row_blobs = [], []
+        if self.rows is None or self.rows_error is not None or not (lines or blobs):
             return
-        steps, worlds = self._steps, self._worlds
-        self._steps, self._worlds, self._pending = [], [], 0
-        for name, lines in ((STEPS, steps), (WORLDS, worlds)):
-            if not lines and name == STEPS:
-                continue
-            with (self.dir / name).open("ab") as fh:
-                fh.write(b"".join(lines))
-                fh.flush()
-                os.fsync(fh.fileno())
-            self.syncs += 1
+        try:
+            if lines:
+                made = self.rows.pack(decode_items(lines))
+                if made is not None:
+                    blobs.append(made)
+        except Exception as exc:  # noqa: BLE001 - the records are written; only the cache stops
+            self.rows_error = f"{type(exc).__name__}: {exc}"
+            print(f"warning: per-world rows are no longer kept beside {self.dir} in this run ({self.rows_error}); "
+                  "analysis computes them from the records instead", file=sys.stderr)
+            return
+        if not blobs:
+            return
+        header = json.dumps({"key": self.rows.key, "files": _file_stamps(self.dir)}).encode()
+        with (self.dir / ROWS).open("ab") as fh:
+            for blob in blobs:
+                fh.write(_ROWS_HEAD.pack(_ROWS_MAGIC, len(header)) + header
+                         + _ROWS_BLOB.pack(len(blob), zlib.crc32(blob)) + blob)
 
     def close(self) -> None:
         self.sync()

@@ -24,6 +24,7 @@ from workbench.models.ledger import CALLS, CallLedger
 from workbench.params import Cell, Study, monitor_prompt_path
 from workbench.records import (  # noqa: F401  (ids live with the records)
     RunWriter,
+    decode_items,
     decode_record,
     encode_world,
     environment_facts,
@@ -272,7 +273,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     worlds in that many forked world processes where the study allows it (see
     :func:`processes_for`); the manifest's run entry records how many ran."""
     out = Path(out_dir)
-    writer = RunWriter(out)
+    keeper = study.kind.row_keeper()
+    writer = RunWriter(out, rows=keeper)
     existing = read_manifest(out)
     if existing and existing.get("study") not in (None, study.name):
         raise ValueError(f"{out} holds records of study {existing.get('study')!r}, not {study.name!r}; "
@@ -342,19 +344,48 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                 summary.worlds[outcome.world["world_id"]] = outcome.world
             account(outcome.world["valid"], failed)
 
+    rows_pending: list[tuple[bytes, bytes]] = []  # in a world process: worlds sent whose rows are not yet made
+
+    def rows_of_pending() -> bytes | None:
+        """In a world process: the kept rows of the worlds sent since the last call
+        (made here, on this process's core; the parent only writes them)."""
+        if keeper is None or not rows_pending:
+            return None
+        lines = rows_pending[:]
+        rows_pending.clear()
+        try:
+            return keeper.pack(decode_items(lines))
+        except Exception as exc:  # noqa: BLE001 - the worlds are recorded; analysis computes these rows
+            print(f"warning: a world process could not keep per-world rows ({type(exc).__name__}: {exc}); "
+                  "analysis computes them from the records instead", file=sys.stderr)
+            return None
+
     async def play_forked(item: tuple[Cell, int]) -> bytes:
         """In a world process: one world, encoded for the parent's writer (no budget and
-        no ledger: only studies without a real-model route run in world processes)."""
+        no ledger: only studies without a real-model route run in world processes),
+        with the kept rows of the last ``writer.batch`` worlds when that many are sent."""
         outcome = await run_one_world(study, item[0], item[1], run, checkpoint_dir=out / CHECKPOINTS)
         world = outcome.world
         failed = world.get("failed") or {}
         world_line, step_lines = encode_world(world, outcome.steps)
+        if keeper is not None:
+            rows_pending.append((world_line, step_lines))
+        rows = rows_of_pending() if len(rows_pending) >= writer.batch else None
         return forked.encode(world["world_id"], bool(world["valid"]),
-                             {k: failed[k] for k in ("class", "cause") if k in failed}, world_line, step_lines)
+                             {k: failed[k] for k in ("class", "cause") if k in failed}, world_line, step_lines, rows)
+
+    def rows_left() -> bytes | None:
+        rows = rows_of_pending()
+        return None if rows is None else forked.encode(None, None, None, None, None, rows)
 
     def forked_result(msg: bytes) -> None:
-        wid, valid, failed, world_line, step_lines = forked.decode(msg)
-        writer.append_lines(world_line, step_lines)
+        wid, valid, failed, world_line, step_lines, rows = forked.decode(msg)
+        if world_line is not None:
+            writer.append_lines(world_line, step_lines, rows=False)
+        if rows is not None:
+            writer.append_rows(rows)
+        if world_line is None:
+            return
         if keep_worlds:
             summary.worlds[wid] = decode_record(world_line)
         account(valid, failed)
@@ -371,7 +402,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         n = max(1, min(concurrency or study.concurrency, len(todo) or 1))
         if entry["processes"] > 1 and not summary.probe_failed:
             await forked.run_forked([todo[k::entry["processes"]] for k in range(entry["processes"])], play_forked,
-                                    concurrency=n, on_result=forked_result)
+                                    concurrency=n, on_result=forked_result, finish=rows_left)
         else:
             await asyncio.gather(*(worker() for _ in range(n)))
     except (asyncio.CancelledError, KeyboardInterrupt):

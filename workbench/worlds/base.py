@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TextIO
 from pydantic import BaseModel
 
 from workbench.models.base import ModelClient
+from workbench.records import RowKeeper
 
 ClientFactory = Callable[[str, str, int, dict[str, Any]], ModelClient]  # (route, slot, seed, options) -> client
 
@@ -117,6 +118,11 @@ class WorldKind:
     def preflight(self, cell: Any) -> list[str]:
         """What the cell needs besides its models' keys (a sandbox, a tool), one line per missing thing."""
         return []
+
+    def row_keeper(self) -> RowKeeper | None:
+        """How the kind keeps per-world rows beside its records as they are written, for
+        analysis at scale (see :class:`workbench.records.RowKeeper`); none by default."""
+        return None
 
     def calibration(self) -> list[dict[str, Any]]:
         """Each simulated twin's figures beside the references it was fitted to, one row

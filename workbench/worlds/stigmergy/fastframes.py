@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import operator
 import os
 import pickle
@@ -38,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-from workbench.records import LazySteps, RunRecords, _decode_line
+from workbench.records import Items, LazySteps, RowKeeper, RunRecords, _decode_line, read_rows
 
 # the rule variants every metrics run asks for (the rescoring table's), besides the requested ones
 STANDARD_WORLD_KEYS: tuple[tuple[str | None, str | None], ...] = (
@@ -128,6 +129,7 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
     _JOB.clear()
     _JOB.update(worlds=worlds, position=position, steps=None if streaming else steps,
                 world_keys=world_keys, agent_keys=agent_keys)
+    kept = None
     if streaming:
         assert isinstance(steps, LazySteps)
         run_of = {w["world_id"]: w.get("run") for w in worlds}
@@ -137,11 +139,12 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
         _JOB["sources"] = sources
         units: list[tuple[Any, ...]] = [("chunk", i, a, b) for i, (path, _) in enumerate(sources)
                                         for a, b in _chunks(path)]
+        kept = kept_parts(sources, len(worlds), world_keys, agent_keys)
     else:
         n = max(1, min(len(worlds) // 500, workers() * 4))
         units = [("worlds", len(worlds) * i // n, len(worlds) * (i + 1) // n) for i in range(n)]
     try:
-        parts = _run(units)
+        parts = kept if kept is not None else _run(units)
     finally:
         _JOB.clear()
     seen: set[str] = set()
@@ -240,19 +243,21 @@ def _pack(part: dict[str, Any]) -> bytes:
     """A part's rows as columns (see :func:`_column`), packed."""
     if "rows" in part:
         part["cols"] = {}
-        done: dict[int, list[tuple[tuple[Any, ...], list[Any]]]] = {}  # world columns encoded, by position
+        done: dict[int, list[tuple[tuple[Any, ...], str]]] = {}  # world columns encoded, by position
         for name, rows in part.pop("rows").items():
             world = name.startswith("w|")
             cols = []
             for j, values in enumerate(zip(*rows, strict=True)):
-                # the world frames under other rules share most of their values (the very objects)
-                same = next((enc for seen, enc in done.get(j, ()) if all(map(operator.is_, seen, values))),
+                # the world frames under other rules share most of their values (the very objects):
+                # such a column is packed once and the others refer to it (["r", frame])
+                same = next((first for seen, first in done.get(j, ()) if all(map(operator.is_, seen, values))),
                             None) if world else None
                 if same is None:
-                    same = _column(values)
+                    cols.append(_column(values))
                     if world:
-                        done.setdefault(j, []).append((values, same))
-                cols.append(same)
+                        done.setdefault(j, []).append((values, name))
+                else:
+                    cols.append(["r", same])
             part["cols"][name] = cols
         part["n"] = {name: sum(part["counts"][name]) if name in part["counts"] else len(part["wids"])
                      for name in part["cols"]}
@@ -266,10 +271,12 @@ _NONE = type(None)
 
 
 def _column(values: tuple[Any, ...]) -> list[Any]:
-    """One column of a part: ["b", bytes] booleans, ["i", bytes, none mask] integers
-    (int64), ["f", bytes, none mask] numbers as float64, ["n", count] all missing,
-    ["s", values] text (or missing), ["bn", values] booleans (or missing), ["o",
-    values] anything else. Which of these a frame's column becomes is
+    """One column of a part: ["b", bytes] booleans, ["i", bytes, none mask(, dtype)] integers
+    (int64, or the narrower dtype named), ["f", bytes, none mask] numbers as float64,
+    ["n", count] all missing, ["s", values] text (or missing), ["c", distinct values,
+    int32 codes] text (or missing) that repeats, ["bn", values] booleans (or missing),
+    ["o", values] anything else; in a packed part, ["r", frame] is the same column of
+    another frame (resolved by :func:`_resolve`). Which of these a frame's column becomes is
     decided when every part is in (:func:`_merge`), as pandas would decide it."""
     import numpy as np
 
@@ -279,14 +286,22 @@ def _column(values: tuple[Any, ...]) -> list[Any]:
     if not kinds:
         return ["n", len(values)]
     if kinds == {str}:
-        return ["s", list(values)]
+        index: dict[Any, int] = {}
+        codes = [index.setdefault(v, len(index)) for v in values]
+        if len(index) * 2 > len(values):
+            return ["s", list(values)]
+        return ["c", list(index), np.array(codes, dtype=np.int32).tobytes()]
     if kinds == {bool}:
         return ["bn", list(values)] if none else ["b", np.array(values, dtype=np.bool_).tobytes()]
     try:
         if kinds <= {int, float}:
             mask = np.array([v is None for v in values], dtype=np.bool_).tobytes() if none else b""
             if kinds == {int}:
-                return ["i", np.array([0 if v is None else v for v in values], dtype=np.int64).tobytes(), mask]
+                ints = np.array([0 if v is None else v for v in values], dtype=np.int64)
+                for narrow in (np.int8, np.int16, np.int32):  # most counts fit a byte: packed as small as fits
+                    if len(ints) and np.iinfo(narrow).min <= ints.min() and ints.max() <= np.iinfo(narrow).max:
+                        return ["i", ints.astype(narrow).tobytes(), mask, np.dtype(narrow).str]
+                return ["i", ints.tobytes(), mask]
             return ["f", np.array([np.nan if v is None else v for v in values], dtype=np.float64).tobytes(), mask]
     except OverflowError:  # an integer beyond int64: pandas decides
         pass
@@ -307,13 +322,13 @@ def _merge(parts: list[list[Any]], n: int) -> Any:
         return np.frombuffer(b"".join(p[1] for p in parts), dtype=np.bool_)
     if some and some <= {"i", "f"}:
         if kinds == {"i"} and not any(p[2] for p in parts):
-            return np.frombuffer(b"".join(p[1] for p in parts), dtype=np.int64)
+            return np.concatenate([_numbers(p).astype(np.int64) for p in parts])
         arrays = []
         for p in parts:
             if p[0] == "n":
                 arrays.append(np.full(p[1], np.nan))
                 continue
-            a = np.frombuffer(p[1], dtype=np.int64 if p[0] == "i" else np.float64).astype(np.float64)
+            a = _numbers(p).astype(np.float64)
             if p[2]:
                 a[np.frombuffer(p[2], dtype=np.bool_)] = np.nan
             arrays.append(a)
@@ -326,25 +341,45 @@ def _merge(parts: list[list[Any]], n: int) -> Any:
             flags += (np.frombuffer(p[1], dtype=np.bool_).tolist() if p[0] == "b"
                       else p[1] if p[0] == "bn" else [None] * p[1])
         return np.array(flags, dtype=object)
-    if some == {"s"}:  # text, some missing perhaps: the string dtype pandas infers for text
-        strings: list[Any] = []
-        for p in parts:
-            strings += p[1] if p[0] == "s" else [None] * p[1]
-        return pd.array(np.array(strings, dtype=object), dtype=_text_dtype())
+    if some <= {"s", "c"}:  # text, some missing perhaps: the string dtype pandas infers for text
+        return pd.array(np.concatenate([_texts(p) for p in parts]), dtype=_text_dtype())
     values: list[Any] = []
     for p in parts:
-        if p[0] in ("o", "s", "bn"):
-            values += p[1]
-            continue
-        if p[0] == "n":
-            values += [None] * p[1]
-            continue
-        dtype = {"b": np.bool_, "i": np.int64, "f": np.float64}[p[0]]
-        vals = np.frombuffer(p[1], dtype=dtype).tolist()
-        if p[0] != "b" and p[2]:
-            vals = [None if m else v for v, m in zip(vals, np.frombuffer(p[2], dtype=np.bool_).tolist(), strict=True)]
-        values += vals
+        values += _values(p, p[1] if p[0] == "n" else 0)
     return _infer(values)
+
+
+def _numbers(col: list[Any]) -> Any:
+    """An "i" or "f" column's numbers (missing ones as they were stored)."""
+    import numpy as np
+
+    if col[0] == "f":
+        return np.frombuffer(col[1], dtype=np.float64)
+    return np.frombuffer(col[1], dtype=col[3] if len(col) > 3 else np.int64)
+
+
+def _texts(col: list[Any]) -> Any:
+    """An "s", "c" or "n" column as an object array."""
+    import numpy as np
+
+    if col[0] == "n":
+        return np.full(col[1], None, dtype=object)
+    if col[0] == "s":
+        out = np.empty(len(col[1]), dtype=object)
+        out[:] = col[1]
+        return out
+    distinct = np.empty(len(col[1]), dtype=object)
+    distinct[:] = col[1]
+    return distinct[np.frombuffer(col[2], dtype=np.int32)]
+
+
+def _resolve(part: dict[str, Any]) -> dict[str, Any]:
+    """A part whose columns refer to another frame's (["r", frame]) given that column."""
+    for cols in part.get("cols", {}).values():
+        for j, col in enumerate(cols):
+            if col[0] == "r":
+                cols[j] = part["cols"][col[1]][j]
+    return part
 
 
 @functools.cache
@@ -364,7 +399,7 @@ def _unpack(data: bytes) -> dict[str, Any]:
     part = msgspec.msgpack.decode(data[1:]) if data[:1] == b"m" else pickle.loads(data[1:])
     if "fallback" in part:
         raise _Fallback(part["fallback"])
-    return part
+    return _resolve(part)
 
 
 def _chunks(path: Path) -> list[tuple[int, int]]:
@@ -454,13 +489,15 @@ def _add(rows: dict[str, list[Any]], columns: dict[str, list[str]], name: str, d
 # -- the one-pass per-world rows ----------------------------------------------------------
 
 
-def _world_rows(items: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
-    """The rows of every wanted frame for these worlds, by frame, as tuples: each
-    world's rows of every frame from one pass."""
+def _world_rows(items: Items, world_keys: list[tuple[str | None, str | None]] | None = None,
+                agent_keys: list[str | None] | None = None) -> dict[str, Any]:
+    """The rows of every wanted frame for these worlds (by default: the job's), by
+    frame, as tuples: each world's rows of every frame from one pass."""
     from workbench.worlds.stigmergy import rows as F
     from workbench.worlds.stigmergy.metrics import agent_rows_by_rule, rescored_world_row, validity_of, world_row
 
-    world_keys, agent_keys = _JOB["world_keys"], _JOB["agent_keys"]
+    world_keys = _JOB["world_keys"] if world_keys is None else world_keys
+    agent_keys = _JOB["agent_keys"] if agent_keys is None else agent_keys
     rows: dict[str, list[Any]] = {f"w|{p}|{a}": [] for p, a in world_keys}
     rows.update({f"a|{a}": [] for a in agent_keys})
     rows.update(replies=[], validity=[], monitor=[])
@@ -516,3 +553,118 @@ def _tuple(columns: dict[str, list[str]], name: str, d: dict[str, Any]) -> tuple
     if len(d) != len(cols) or list(d) != cols:
         raise _Fallback(f"{name}: columns differ between worlds")
     return tuple(d.values())
+
+
+# -- rows kept beside the records ---------------------------------------------------------
+# The same per-world rows, computed as each batch of worlds is recorded (``RunWriter`` with
+# :func:`row_keeper`, in whichever process ran the worlds) and kept in the run directory's
+# rows.bin, for the standard rule variants. A metrics run over streamed records takes them
+# instead of decoding every step when they are provably its records' rows: written by
+# this very code (its digest is the key), the record files unchanged since (records.read_rows),
+# and every world of the records there exactly once, of its latest run. Anything else:
+# computed from the steps, as without them. Only msgpack is read back (never a pickle:
+# a run directory may come from anyone).
+
+ROWS_FORMAT = 1  # the layout of a kept part; part of the key
+
+
+@functools.cache
+def rows_key() -> str:
+    """A digest of the code that makes the rows: this world kind's package, whole, and
+    the one kind-free module its rows read (which routes are simulated)."""
+    import workbench.routes
+
+    digest = hashlib.sha256(f"stigmergy rows {ROWS_FORMAT} {STANDARD_WORLD_KEYS}".encode())
+    root = Path(__file__).resolve().parent
+    for path in [*sorted(root.rglob("*.py")), Path(workbench.routes.__file__ or "")]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:32]
+
+
+def pack_rows(items: Items) -> bytes | None:
+    """These worlds' rows of every frame under the standard rules, packed (None: the
+    fast path cannot vouch for them, so nothing is kept and analysis computes them)."""
+    try:
+        part = _world_rows(items, list(STANDARD_WORLD_KEYS), [None])
+    except _Fallback:
+        return None
+    part["runs"] = [w.get("run") for w, _ in items]
+    data = _pack(part)
+    return data if data[:1] == b"m" else None
+
+
+def row_keeper() -> RowKeeper:
+    return RowKeeper(key=rows_key(), pack=pack_rows)
+
+
+def kept_parts(sources: list[tuple[Path, dict[str, Any]]], n_worlds: int,
+               world_keys: list[tuple[str | None, str | None]], agent_keys: list[str | None]
+               ) -> list[dict[str, Any]] | None:
+    """The kept rows of exactly these worlds (each source's wanted world ids, of their
+    run), as parts; None where any is missing or cannot be trusted."""
+    if not set(world_keys) <= set(STANDARD_WORLD_KEYS) or not set(agent_keys) <= {None}:
+        return None
+    key = rows_key()
+    parts: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for path, want in sources:
+        blobs = read_rows(path.parent, key)
+        if blobs is None:
+            return None
+        for blob in blobs:
+            if blob[:1] != b"m":
+                return None
+            try:
+                part = _resolve(msgspec.msgpack.decode(blob[1:]))
+            except (msgspec.DecodeError, KeyError, IndexError, TypeError):
+                return None
+            keep = []
+            for wid, run in zip(part["wids"], part["runs"], strict=True):
+                ok = wid not in seen and wid in want and want[wid] == run
+                if ok:
+                    seen.add(wid)
+                keep.append(ok)
+            if all(keep):
+                parts.append(part)
+            elif any(keep):
+                parts.append(_select(part, keep))
+    return parts if len(seen) == n_worlds and parts else None
+
+
+def _select(part: dict[str, Any], keep: list[bool]) -> dict[str, Any]:
+    """A part of only the kept worlds, each column encoded again from its kept values
+    (so it is the part those worlds alone would have made)."""
+    import numpy as np
+
+    mask = np.array(keep, dtype=np.bool_)
+    out: dict[str, Any] = {"wids": [w for w, k in zip(part["wids"], keep, strict=True) if k],
+                           "columns": part["columns"], "counts": {}, "cols": {}, "n": {}}
+    for name, cols in part["cols"].items():
+        counts = part["counts"].get(name)
+        rows = mask if counts is None else np.repeat(mask, counts)
+        if counts is not None:
+            out["counts"][name] = [c for c, k in zip(counts, keep, strict=True) if k]
+        picked = rows.tolist()
+        out["cols"][name] = [_column(tuple(v for v, k in zip(_values(col, len(picked)), picked, strict=True) if k))
+                             for col in cols]
+        out["n"][name] = int(rows.sum())
+    return out
+
+
+def _values(col: list[Any], n: int) -> list[Any]:
+    """A packed column's values (the inverse of :func:`_column`)."""
+    import numpy as np
+
+    kind = col[0]
+    if kind == "n":
+        return [None] * n
+    if kind in ("s", "bn", "o"):
+        return list(col[1])
+    if kind == "c":
+        return _texts(col).tolist()
+    if kind == "b":
+        return np.frombuffer(col[1], dtype=np.bool_).tolist()
+    vals = _numbers(col).tolist()
+    if col[2]:
+        vals = [None if m else v for v, m in zip(vals, np.frombuffer(col[2], dtype=np.bool_).tolist(), strict=True)]
+    return vals

@@ -1,0 +1,161 @@
+"""Per-world rows kept beside the records (rows.bin, written as worlds are recorded):
+analysis takes them only when they are provably the rows of the records as they are,
+and then gets exactly the frames it would compute from every step; anything else
+(a record edited by hand, a torn or foreign rows file, other code, a pickle) makes it
+compute them from the records, as without them."""
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.test_metrics_scale import straightforward
+from workbench.cli import main
+from workbench.records import ROWS, WORLDS, RunWriter, keep_rows_if_current, load_run, read_rows
+from workbench.worlds.stigmergy import fastframes as FF
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = list(FF.STANDARD_WORLD_KEYS)
+
+
+def _study(tmp: Path, worlds: int = 5) -> Path:
+    study = {"world": "stigmergy", "name": "kept", "seed": 11, "worlds_per_cell": worlds, "concurrency": 3,
+             "defaults": {"prompts": str(ROOT / "params" / "prompts" / "stigmergy"), "parser": "lenient",
+                          "answer_rule": "one-integer"},
+             "grid": [{"model": ["sim/diligent", "sim/prose-first", "sim/non-writer"],
+                       "condition": ["store", "no-store"]}],
+             "cells": [{"model": "sim/clause-follower", "condition": "prepopulated"},
+                       {"model": "sim/diligent", "condition": "store", "answer_rule": "exact", "pairs": 2}]}
+    path = tmp / "kept.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    return path
+
+
+def _run(study: Path, out: Path, *extra: str) -> None:
+    assert main(["-q", "run", str(study), "--out", str(out), "--no-progress", "--no-summary", *extra]) == 0
+
+
+def _kept(run_dir: Path):  # noqa: ANN202
+    records = load_run(run_dir)
+    return FF.kept_parts(list(records.steps.sources), len(records.worlds), KEYS, [None])
+
+
+def _assert_frames_as_computed(run_dir: Path, records=None) -> None:  # noqa: ANN001
+    records = records or load_run(run_dir)
+    fast = FF.compute(records, KEYS, [None])
+    slow = load_run(run_dir)
+    slow.worlds[:] = [w for w in slow.worlds if w["world_id"] in {x["world_id"] for x in records.worlds}]
+    for key, frame in fast.items():
+        want = straightforward(slow, key)
+        pd.testing.assert_frame_equal(frame, want, check_exact=True, obj=str(key))
+        assert list(frame.dtypes) == list(want.dtypes), key
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("kept")
+    study = _study(tmp)
+    out = {}
+    for procs in ("1", "2"):
+        out[procs] = tmp / f"run{procs}"
+        _run(study, out[procs], "--processes", procs)
+    return out
+
+
+@pytest.mark.parametrize("procs", ["1", "2"])
+def test_kept_rows_give_the_frames_computed_from_every_step(runs, procs, monkeypatch):
+    run = runs[procs]
+    assert (run / ROWS).stat().st_size > 0
+    assert _kept(run) is not None  # taken: the steps are never decoded
+    monkeypatch.setattr(FF, "_run", lambda units: pytest.fail("computed instead of taken"))
+    _assert_frames_as_computed(run)
+
+
+def test_rows_of_some_worlds_only_are_taken_for_those(runs, monkeypatch):
+    records = load_run(runs["1"])
+    records.worlds[:] = records.worlds[::3]  # a part's other worlds are left out of it
+    monkeypatch.setattr(FF, "_run", lambda units: pytest.fail("computed instead of taken"))
+    _assert_frames_as_computed(runs["1"], records)
+
+
+def test_a_record_edited_by_hand_makes_analysis_compute_every_row(runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(runs["1"], run)  # copies keep the files' times: still taken
+    assert _kept(run) is not None
+    worlds = [json.loads(x) for x in (run / WORLDS).read_text().splitlines()]
+    worlds[0]["cell_label"] = "edited by hand"
+    (run / WORLDS).write_text("".join(json.dumps(w) + "\n" for w in worlds))
+    assert read_rows(run, FF.rows_key()) is None and _kept(run) is None
+    _assert_frames_as_computed(run)
+    frame = FF.compute(load_run(run), KEYS, [None])[("stigmergy.worlds", None, None)]
+    assert frame.set_index("world_id").loc[worlds[0]["world_id"], "cell_label"] == "edited by hand"
+
+
+def test_a_run_appending_to_untrusted_rows_starts_them_again(runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(runs["1"], run)
+    with (run / WORLDS).open("a") as fh:  # records moved on without rows (a kill between the two)
+        fh.write("\n")
+    assert not keep_rows_if_current(run) and not (run / ROWS).exists()
+    shutil.copytree(runs["1"], tmp_path / "again")
+    RunWriter(tmp_path / "again", rows=FF.row_keeper())  # current: kept as it is
+    assert (tmp_path / "again" / ROWS).read_bytes() == (runs["1"] / ROWS).read_bytes()
+
+
+def test_a_torn_rows_file_is_not_read_past_its_tear(runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(runs["1"], run)
+    data = (run / ROWS).read_bytes()
+    (run / ROWS).write_bytes(data[:-10])
+    shutil.copystat(runs["1"] / WORLDS, run / WORLDS)
+    assert read_rows(run, FF.rows_key()) is None  # its last whole frame vouches for fewer worlds
+    _assert_frames_as_computed(run)
+
+
+def test_rows_of_other_code_are_not_taken(runs, monkeypatch):
+    monkeypatch.setattr(FF, "rows_key", lambda: "other code")
+    assert _kept(runs["1"]) is None
+
+
+def test_a_pickle_in_a_rows_file_is_never_unpickled(runs, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    shutil.copytree(runs["1"], run)
+    frames = (run / ROWS).read_bytes()
+    header = json.loads(frames[8:8 + struct.unpack_from("<I", frames, 4)[0]])
+    blob = b"p" + pickle.dumps({"wids": []})
+    head = json.dumps(header).encode()
+    with (run / ROWS).open("ab") as fh:
+        fh.write(b"WBR1" + struct.pack("<I", len(head)) + head + struct.pack("<QI", len(blob), zlib.crc32(blob))
+                 + blob)
+    monkeypatch.setattr(pickle, "loads", lambda *a, **k: pytest.fail("unpickled"))
+    assert _kept(run) is None
+
+
+def test_a_keeper_that_fails_warns_and_the_records_are_whole(tmp_path, monkeypatch, capsys):
+    from workbench.worlds.stigmergy import StigmergyKind
+
+    def broken(items):  # noqa: ANN001, ANN202
+        raise RuntimeError("broken keeper")
+
+    monkeypatch.setattr(StigmergyKind, "row_keeper", lambda self: FF.RowKeeper(FF.rows_key(), broken))
+    out = tmp_path / "run"
+    _run(_study(tmp_path, 2), out, "--processes", "1")
+    assert "per-world rows are no longer kept" in capsys.readouterr().err
+    assert _kept(out) is None and len(load_run(out).worlds) == 16
+    _assert_frames_as_computed(out)
+
+
+def test_a_resumed_run_takes_the_rows_of_each_worlds_latest_run(tmp_path):
+    study = _study(tmp_path, 3)
+    out = tmp_path / "run"
+    _run(study, out, "--max-worlds", "7")
+    _run(study, out, "--processes", "2")
+    assert _kept(out) is not None
+    _assert_frames_as_computed(out)
