@@ -94,7 +94,9 @@ def test_a_record_edited_by_hand_makes_analysis_compute_every_row(runs, tmp_path
     (run / WORLDS).write_text("".join(json.dumps(w) + "\n" for w in worlds))
     assert read_rows(run, FF.rows_key()) is None and _kept(run) is None
     _assert_frames_as_computed(run)
-    frame = FF.compute(load_run(run), KEYS, [None])[("stigmergy.worlds", None, None)]
+    records = load_run(run)
+    frame = FF.compute(records, KEYS, [None])[("stigmergy.worlds", None, None)]
+    assert records.worlds.loaded  # read whole once, here, not by each worker
     assert frame.set_index("world_id").loc[worlds[0]["world_id"], "cell_label"] == "edited by hand"
 
 
@@ -159,3 +161,44 @@ def test_a_resumed_run_takes_the_rows_of_each_worlds_latest_run(tmp_path):
     _run(study, out, "--processes", "2")
     assert _kept(out) is not None
     _assert_frames_as_computed(out)
+
+
+@pytest.mark.parametrize("procs", ["1", "2"])
+def test_rows_kept_in_many_parts_give_the_same_frames(tmp_path, monkeypatch, procs):
+    monkeypatch.setattr(RunWriter, "rows_batch", 4)
+    out = tmp_path / "run"
+    _run(_study(tmp_path, 4), out, "--processes", procs)
+    assert len(read_rows(out, FF.rows_key()) or []) >= 8  # 32 worlds, 4 at a time (and the rest)
+    monkeypatch.setattr(FF, "_run", lambda units: pytest.fail("computed instead of taken"))
+    _assert_frames_as_computed(out)
+
+
+def test_metrics_on_kept_rows_never_read_the_whole_world_records(runs, tmp_path, monkeypatch):
+    import workbench.records as R
+
+    with_rows = tmp_path / "a"
+    main(["metrics", str(runs["1"]), "--out", str(with_rows)])
+    monkeypatch.setattr(FF, "MIN_WORLDS", 1)
+    monkeypatch.setattr(R, "_read_worlds", lambda *a: pytest.fail("read the whole world records"))
+    kept = tmp_path / "b"
+    assert main(["metrics", str(runs["1"]), "--out", str(kept)]) == 0
+    for path in sorted(with_rows.rglob("*.*")):  # the tables written both ways are the same bytes
+        assert (kept / path.relative_to(with_rows)).read_bytes() == path.read_bytes(), path.name
+
+
+def test_envelopes_are_the_whole_records_fields(runs):
+    records = load_run(runs["2"])
+    light = records.light_worlds()
+    assert not records.worlds.loaded and light is records.envelopes
+    whole = load_run(runs["2"]).worlds
+    assert [w["world_id"] for w in light] == [w["world_id"] for w in whole]
+    for env, w in zip(light, whole, strict=True):
+        assert {k: v for k, v in env.items() if k != "agents"} == {k: w.get(k, env[k]) for k in env if k != "agents"}
+        assert [a["route"] for a in env["agents"]] == [a["route"] for a in w["agents"]]
+    assert records.worlds == whole and records.light_worlds() is records.worlds  # read once asked for
+
+
+def test_worlds_of_an_older_schema_are_read_whole_at_load():
+    records = load_run(ROOT / "tests" / "fixtures" / "run-0.1.0")
+    assert records.envelopes is None and records.light_worlds() is records.worlds
+    assert all(w["schema_version"] == 1 for w in records.worlds)

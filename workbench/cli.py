@@ -204,7 +204,7 @@ def _finished(run_dir: str):  # noqa: ANN202 - RunRecords | None
     records = load_run(run_dir)
     # the records live as long as the command: the cyclic collector need not walk them again
     gc.freeze()
-    if not records.worlds:
+    if not records.light_worlds():
         print(f"error: {run_dir} holds no finished world", file=sys.stderr)
         return None
     return records
@@ -413,7 +413,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     records = _finished(args.dir)
     if records is None:
         return 2
-    simulated = all(is_simulated_world(w) for w in records.worlds)
+    simulated = all(is_simulated_world(w) for w in records.light_worlds())
     note = " (SIMULATED behaviour, not real models)" if simulated else ""
     kind = kind_of_records(records)
     rules: dict[str, Any] = {}

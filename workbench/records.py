@@ -28,6 +28,7 @@ detected and cut off before new lines are appended.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import hashlib
 import importlib.metadata
@@ -360,7 +361,12 @@ class RunWriter:
     after the first of them finished, whichever comes first (see the module
     docstring for what a kill can lose). :meth:`close` (or :meth:`sync`) writes
     whatever is pending. Outside an event loop every world is written and synced
-    at once, as before."""
+    at once, as before.
+
+    With a :class:`RowKeeper`, the worlds' rows are made and appended to ``rows.bin``
+    after their lines, ``rows_batch`` worlds at a time (and at :meth:`close`)."""
+
+    rows_batch = 512  # worlds per part of kept rows
 
     def __init__(self, out_dir: Path, *, batch: int = 64, interval: float = 0.2,
                  rows: RowKeeper | None = None) -> None:
@@ -371,7 +377,7 @@ class RunWriter:
         self.rows_error: str | None = None  # why rows stopped being kept in this run (the kind's pack raised)
         if rows is not None:
             keep_rows_if_current(self.dir)
-        self._row_lines: list[tuple[bytes, bytes]] = []  # pending worlds whose rows are made at the sync
+        self._row_lines: list[tuple[bytes, bytes]] = []  # worlds written whose rows are not made yet
         self._row_blobs: list[bytes] = []  # pending rows made elsewhere (world processes)
         self.batch = max(1, batch)
         self.interval = interval
@@ -449,16 +455,18 @@ class RunWriter:
                 self.syncs += 1
         self._write_rows()
 
-    def _write_rows(self) -> None:
-        """The pending worlds' rows, after their lines, stamped with the record files'
-        size and time as they are now (not synced: a cache, checked when read)."""
-        lines, blobs = self._row_lines, self._row_blobs
-        self._row_lines, self._row_blobs = [], []
+    def _write_rows(self, final: bool = False) -> None:
+        """Rows of worlds already written, stamped with the record files' size and time
+        as they are now (not synced: a cache, checked when read). Rows made here wait
+        for ``rows_batch`` worlds (or the end): fewer, larger parts are faster to read."""
+        ready = len(self._row_lines) if final else len(self._row_lines) // self.rows_batch * self.rows_batch
+        lines, self._row_lines = self._row_lines[:ready], self._row_lines[ready:]
+        blobs, self._row_blobs = self._row_blobs, []
         if self.rows is None or self.rows_error is not None or not (lines or blobs):
             return
         try:
-            if lines:
-                made = self.rows.pack(decode_items(lines))
+            for at in range(0, len(lines), self.rows_batch):
+                made = self.rows.pack(decode_items(lines[at:at + self.rows_batch]))
                 if made is not None:
                     blobs.append(made)
         except Exception as exc:  # noqa: BLE001 - the records are written; only the cache stops
@@ -476,6 +484,7 @@ class RunWriter:
 
     def close(self) -> None:
         self.sync()
+        self._write_rows(final=True)
         self._raise_kept()
 
     def __enter__(self) -> RunWriter:
@@ -539,6 +548,103 @@ for _name in ("__getitem__", "__contains__", "__iter__", "__len__", "__eq__", "_
     setattr(LazySteps, _name, _loading(_name))
 
 
+class _AgentRoute(msgspec.Struct):
+    route: Any = ""
+
+
+class _Envelope(msgspec.Struct, kw_only=True):
+    """A world record's envelope (:class:`workbench.schema.WorldRecord`, as strict) with
+    only the agents' routes: what designs, kinds and the list of worlds read, decoded
+    without building the rest of the record (prompts, store logs, submissions)."""
+
+    schema_version: int = 0
+    world_id: str
+    cell_id: str
+    world_index: int
+    world_kind: str
+    seed: int
+    run: int
+    cell: dict[str, Any]
+    valid: bool
+    failed: dict[str, Any] | None
+    agents: list[_AgentRoute]
+    metrics: dict[str, Any] = {}
+    cell_label: str = ""
+    study: str | None = None
+
+
+_ENVELOPES = msgspec.json.Decoder(_Envelope)
+
+
+def _envelopes(path: Path) -> list[dict[str, Any]] | None:
+    """Each world's envelope (the latest line of each world), in world-id order, or None
+    where only the whole records can say what the file holds: a line that is not a
+    current-schema envelope (malformed, of an older or newer schema: :func:`load_run`
+    migrates, skips or names it)."""
+    latest: dict[str, dict[str, Any]] = {}
+    try:
+        with path.open("rb") as fh:
+            while block := fh.read(_BLOCK * 4):
+                if not block.endswith(b"\n"):
+                    block += fh.readline()
+                for e in _ENVELOPES.decode_lines(block):
+                    if e.schema_version != SCHEMA_VERSION:
+                        return None
+                    d = msgspec.structs.asdict(e)
+                    d["agents"] = [{"route": a.route} for a in e.agents]
+                    latest[e.world_id] = d  # the latest attempt of a world supersedes earlier ones
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return sorted(latest.values(), key=lambda w: w["world_id"])
+
+
+class LazyWorlds(list[dict[str, Any]]):
+    """A run's world records (as ``RunRecords.worlds``), read whole the first time
+    anything asks for them. Until then :meth:`RunRecords.light_worlds` gives their
+    envelopes (ids, run, cell, validity, agents' routes), read without building the
+    rest: ``workbench metrics`` on kept rows never holds 100,000 whole records."""
+
+    def __init__(self, read: Callable[[], list[dict[str, Any]]]) -> None:
+        super().__init__()
+        self._read: Callable[[], list[dict[str, Any]]] | None = read
+
+    @property
+    def loaded(self) -> bool:
+        return self._read is None
+
+    def load(self) -> LazyWorlds:
+        if self._read is not None:
+            read, self._read = self._read, None
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                list.extend(self, read())
+            finally:
+                if was_enabled:
+                    gc.enable()
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle is a plain list of the worlds
+        return (list, (list(self.load()),))
+
+
+def _loading_list(name: str) -> Callable[..., Any]:
+    method = getattr(list, name)
+
+    def call(self: LazyWorlds, *args: Any, **kwargs: Any) -> Any:
+        return method(self.load(), *args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+for _name in ("__getitem__", "__setitem__", "__delitem__", "__contains__", "__iter__", "__len__", "__eq__",
+              "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__repr__", "__add__", "__iadd__", "__mul__",
+              "__imul__", "__reversed__", "append",
+              "extend", "insert", "remove", "pop", "clear", "index", "count", "sort", "reverse", "copy"):
+    setattr(LazyWorlds, _name, _loading_list(_name))
+
+
 @dataclass
 class RunRecords:
     dir: Path
@@ -549,15 +655,26 @@ class RunRecords:
     # frames derived from these records, by name and rules (see ``derived_frame``): tables
     # built from one load share them instead of recomputing every world's metrics each time
     derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the worlds' envelopes while ``worlds`` (a LazyWorlds) is unread: see light_worlds
+    envelopes: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+
+    def light_worlds(self) -> list[dict[str, Any]]:
+        """The worlds, or only their envelopes (ids, run, cell, validity, agents' routes)
+        while the whole records have not been read: for what needs only those (the
+        design, the kind, which worlds there are), without reading every record."""
+        worlds = self.worlds
+        if isinstance(worlds, LazyWorlds) and not worlds.loaded and self.envelopes is not None:
+            return self.envelopes
+        return worlds
 
     def derived_value(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """``build()`` once per key while worlds and steps are the same lists (shared:
-        callers must not change it)."""
-        steps = self.steps
-        lazy = isinstance(steps, LazySteps) and not steps.loaded  # its length would read it
-        stamp = (id(self.worlds), len(self.worlds), id(steps), -1 if lazy else len(steps))
+        callers must not change it); reading unread worlds or steps is no change."""
+        stamp = (id(self.worlds), _size(self.worlds), id(self.steps), _size(self.steps))
         hit = self.derived.get(key)
-        if hit is None or hit[0] != stamp and not (hit[0][:3] == stamp[:3] and hit[0][3] == -1):
+        if hit is None or hit[0] != stamp and not (
+                hit[0][0] == stamp[0] and hit[0][2] == stamp[2]
+                and hit[0][1] in (-1, stamp[1]) and hit[0][3] in (-1, stamp[3])):
             hit = self.derived[key] = (stamp, build())
         return hit[1]
 
@@ -571,6 +688,13 @@ class RunRecords:
             if w["world_id"] == world_id:
                 return w
         raise KeyError(f"no finished world {world_id!r} in {self.dir}")
+
+
+def _size(records: Any) -> int:
+    """How many records a list or dict holds, or -1 for one not read yet (its length would read it)."""
+    if isinstance(records, (LazySteps, LazyWorlds)) and not records.loaded:
+        return -1
+    return len(records)
 
 
 def latest_worlds(out_dir: Path) -> dict[str, dict[str, Any]]:
@@ -612,15 +736,28 @@ def _load_run(out: Path) -> RunRecords:
     if not (out / WORLDS).exists() and not (out / MANIFEST).exists():
         raise FileNotFoundError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
     problems: list[str] = []
+    manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
+    envelopes = _envelopes(out / WORLDS) if (out / WORLDS).exists() else []
+    if envelopes is None:  # only the whole records can say (older schema, a malformed line): read now
+        worlds = _read_worlds(out, problems)
+        want = {w["world_id"]: w.get("run") for w in worlds}
+        return RunRecords(out, manifest, worlds, LazySteps([(out / STEPS, want)], problems), problems)
+    want = {w["world_id"]: w["run"] for w in envelopes}
+    # the whole records and the steps are read when first asked for
+    return RunRecords(out, manifest, LazyWorlds(functools.partial(_read_worlds, out, problems)),
+                      LazySteps([(out / STEPS, want)], problems), problems, envelopes=envelopes)
+
+
+def _read_worlds(out: Path, problems: list[str]) -> list[dict[str, Any]]:
+    """The world records of a run directory, the latest line of each world, in world-id order."""
     worlds: dict[str, dict[str, Any]] = {}
     worlds_file = f"{out / WORLDS}"  # named in a failed check
+    if not (out / WORLDS).exists():
+        return []
     for n, rec in enumerate(read_jsonl(out / WORLDS, problems), start=1):
         check_world(migrate_world(rec), f"{worlds_file} record {n}")
         worlds[str(rec.get("world_id"))] = rec  # the latest attempt of a world supersedes earlier ones
-    want = {wid: w.get("run") for wid, w in worlds.items()}
-    manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
-    steps = LazySteps([(out / STEPS, want)], problems)  # read when first asked for
-    return RunRecords(out, manifest, sorted(worlds.values(), key=lambda w: w["world_id"]), steps, problems)
+    return sorted(worlds.values(), key=lambda w: w["world_id"])
 
 
 def _read_steps(path: Path, want: dict[str, Any], problems: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -639,8 +776,15 @@ def _read_steps(path: Path, want: dict[str, Any], problems: list[str]) -> dict[s
 
 def _load_batch(out: Path) -> RunRecords:
     parts = [_load_run(p) for p in sorted((out / BATCH_CELLS).iterdir()) if p.is_dir() and (p / MANIFEST).exists()]
-    worlds = sorted((w for r in parts for w in r.worlds), key=lambda w: w["world_id"])
     problems = [p for r in parts for p in r.problems]
+    envelopes = None
+    if all(r.envelopes is not None for r in parts):
+        envelopes = sorted((w for r in parts for w in r.light_worlds()), key=lambda w: w["world_id"])
+
+    def read() -> list[dict[str, Any]]:
+        return sorted((w for r in parts for w in r.worlds), key=lambda w: w["world_id"])
+
+    worlds: list[dict[str, Any]] = LazyWorlds(read) if envelopes is not None else read()
     steps = LazySteps([src for r in parts if isinstance(r.steps, LazySteps) for src in r.steps.sources], problems)
     manifest: dict[str, Any] = {"batch": True, "cells": {}, "parts": {}}
     for r in parts:
@@ -650,7 +794,7 @@ def _load_batch(out: Path) -> RunRecords:
         manifest.setdefault("templates", r.manifest.get("templates"))
         manifest["cells"].update(r.manifest.get("cells", {}))
         manifest["parts"][r.dir.name] = {"runs": r.manifest.get("runs", [])}
-    return RunRecords(out, manifest, worlds, steps, problems)
+    return RunRecords(out, manifest, worlds, steps, problems, envelopes=envelopes)
 
 
 # -- manifest -----------------------------------------------------------------

@@ -363,14 +363,14 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     async def play_forked(item: tuple[Cell, int]) -> bytes:
         """In a world process: one world, encoded for the parent's writer (no budget and
         no ledger: only studies without a real-model route run in world processes),
-        with the kept rows of the last ``writer.batch`` worlds when that many are sent."""
+        with the kept rows of the last ``writer.rows_batch`` worlds when that many are sent."""
         outcome = await run_one_world(study, item[0], item[1], run, checkpoint_dir=out / CHECKPOINTS)
         world = outcome.world
         failed = world.get("failed") or {}
         world_line, step_lines = encode_world(world, outcome.steps)
         if keeper is not None:
             rows_pending.append((world_line, step_lines))
-        rows = rows_of_pending() if len(rows_pending) >= writer.batch else None
+        rows = rows_of_pending() if len(rows_pending) >= writer.rows_batch else None
         return forked.encode(world["world_id"], bool(world["valid"]),
                              {k: failed[k] for k in ("class", "cause") if k in failed}, world_line, step_lines, rows)
 

@@ -147,7 +147,8 @@ def design_of(worlds: Iterable[Mapping[str, Any]], order: Iterable[str] = ()) ->
 
 def design_of_records(records: Any) -> Design:
     """:func:`design_of` for a RunRecords, ordered as its manifest lists the cells."""
-    return design_of(records.worlds, order=list((records.manifest or {}).get("cells") or {}))
+    worlds = records.light_worlds() if hasattr(records, "light_worlds") else records.worlds  # envelopes suffice
+    return design_of(worlds, order=list((records.manifest or {}).get("cells") or {}))
 
 
 def constant_text(table: pd.DataFrame) -> str:

@@ -86,7 +86,8 @@ def kind_of_records(records: Any) -> WorldKind:
     """The one world kind a run set was recorded with (records from before kinds
     were named are the shared-store kind's); a mix is refused, since every table,
     report and replay is a kind's own."""
-    kinds = {w.get("world_kind", "stigmergy") for w in records.worlds} or {records.manifest.get("world_kind")}
+    worlds = records.light_worlds() if hasattr(records, "light_worlds") else records.worlds
+    kinds = {w.get("world_kind", "stigmergy") for w in worlds} or {records.manifest.get("world_kind")}
     if len(kinds) != 1:
         raise ValueError(f"{records.dir} mixes world kinds {sorted(map(str, kinds))}; use one kind per run set")
     return get_kind(kinds.pop() or "stigmergy")

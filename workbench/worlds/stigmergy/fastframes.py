@@ -39,7 +39,7 @@ from typing import Any
 
 import msgspec
 
-from workbench.records import Items, LazySteps, RowKeeper, RunRecords, _decode_line, read_rows
+from workbench.records import Items, LazySteps, LazyWorlds, RowKeeper, RunRecords, _decode_line, read_rows
 
 # the rule variants every metrics run asks for (the rescoring table's), besides the requested ones
 STANDARD_WORLD_KEYS: tuple[tuple[str | None, str | None], ...] = (
@@ -79,7 +79,7 @@ def derive_all(records: RunRecords, key: tuple[Any, ...], *, force: bool = False
     """Compute every frame in one pass and store them in ``records.derived`` (the
     requested ``key`` among them); False (nothing stored) when the run set is small,
     or the fast path falls back."""
-    if not force and len(records.worlds) < MIN_WORLDS:
+    if not force and len(records.light_worlds()) < MIN_WORLDS:
         return False
     if FELL_BACK in records.derived and records.derived_value(FELL_BACK, _nothing) is not None:
         return False  # these records fell back before: not again for every frame asked for
@@ -118,29 +118,33 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
 
     from workbench.worlds.stigmergy import rows as F
 
-    worlds = records.worlds
-    if not worlds:
+    light = records.light_worlds()  # ids and runs: the whole records are read only if rows are computed
+    if not light:
         raise _Fallback("no worlds")
-    position = {w["world_id"]: i for i, w in enumerate(worlds)}
-    if len(position) != len(worlds):
+    position = {w["world_id"]: i for i, w in enumerate(light)}
+    if len(position) != len(light):
         raise _Fallback("a world id twice")
     steps = records.steps
     streaming = isinstance(steps, LazySteps) and not steps.loaded
-    _JOB.clear()
-    _JOB.update(worlds=worlds, position=position, steps=None if streaming else steps,
-                world_keys=world_keys, agent_keys=agent_keys)
-    kept = None
+    kept = sources = None
     if streaming:
         assert isinstance(steps, LazySteps)
-        run_of = {w["world_id"]: w.get("run") for w in worlds}
+        run_of = {w["world_id"]: w.get("run") for w in light}
         sources = []
         for path, want in steps.sources:  # only worlds still in records.worlds, of their latest run
             sources.append((path, {wid: run for wid, run in want.items() if wid in run_of and run_of[wid] == run}))
+        kept = kept_parts(sources, len(light), world_keys, agent_keys)
+    worlds = light if kept is not None else records.worlds
+    if isinstance(worlds, LazyWorlds):
+        worlds.load()  # here, once: not in every worker forked below
+    _JOB.clear()
+    _JOB.update(worlds=worlds, position=position, steps=None if streaming else steps,
+                world_keys=world_keys, agent_keys=agent_keys)
+    units: list[tuple[Any, ...]] = []
+    if kept is None and sources is not None:
         _JOB["sources"] = sources
-        units: list[tuple[Any, ...]] = [("chunk", i, a, b) for i, (path, _) in enumerate(sources)
-                                        for a, b in _chunks(path)]
-        kept = kept_parts(sources, len(worlds), world_keys, agent_keys)
-    else:
+        units = [("chunk", i, a, b) for i, (path, _) in enumerate(sources) for a, b in _chunks(path)]
+    elif kept is None:
         n = max(1, min(len(worlds) // 500, workers() * 4))
         units = [("worlds", len(worlds) * i // n, len(worlds) * (i + 1) // n) for i in range(n)]
     try:
@@ -185,12 +189,11 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
             return pd.DataFrame([]) if fixed is None else pd.DataFrame([], columns=fixed)
         assert cols is not None and all(len(part["cols"][name]) == len(cols) for part in present)
         n = len(world_of)
-        data = {c: _merge([part["cols"][name][j] for part in present], n) for j, c in enumerate(cols)}
-        built = pd.DataFrame(data, columns=cols)
-        perm = np.argsort(np.asarray(world_of, dtype=np.int64), kind="stable")
-        if (perm != np.arange(n)).any():
-            built = built.take(perm).reset_index(drop=True)
-        return built
+        perm: Any = np.argsort(np.asarray(world_of, dtype=np.int64), kind="stable")  # rows in world order
+        if not (perm != np.arange(n)).any():
+            perm = None
+        data = {c: _merge([part["cols"][name][j] for part in present], n, perm) for j, c in enumerate(cols)}
+        return pd.DataFrame(data, columns=cols)
 
     out: dict[tuple[Any, ...], Any] = {}
     for p, a in world_keys:
@@ -308,21 +311,24 @@ def _column(values: tuple[Any, ...]) -> list[Any]:
     return ["o", list(values)]
 
 
-def _merge(parts: list[list[Any]], n: int) -> Any:
-    """A frame's column from its parts' (in part order): a numpy array where every
-    part is boolean, or numeric (int64 where all are integers and none is missing,
-    else float64 with NaN for missing), as pandas infers those; else the values, for
-    pandas to infer from (:func:`_infer`)."""
+def _merge(parts: list[list[Any]], n: int, perm: Any = None) -> Any:
+    """A frame's column from its parts' (in part order), its rows then taken in the
+    order ``perm`` gives (None: as they are): a numpy array where every part is
+    boolean, or numeric (int64 where all are integers and none is missing, else
+    float64 with NaN for missing), as pandas infers those; text as pandas' string
+    array; else the values, for pandas to infer from (:func:`_infer`)."""
     import numpy as np
-    import pandas as pd
+
+    def ordered(a: Any) -> Any:
+        return a if perm is None else a[perm]
 
     kinds = {p[0] for p in parts}
     some = kinds - {"n"}  # "n": a part where the column is all missing
     if kinds == {"b"}:
-        return np.frombuffer(b"".join(p[1] for p in parts), dtype=np.bool_)
+        return ordered(np.frombuffer(b"".join(p[1] for p in parts), dtype=np.bool_))
     if some and some <= {"i", "f"}:
         if kinds == {"i"} and not any(p[2] for p in parts):
-            return np.concatenate([_numbers(p).astype(np.int64) for p in parts])
+            return ordered(np.concatenate([_numbers(p).astype(np.int64) for p in parts]))
         arrays = []
         for p in parts:
             if p[0] == "n":
@@ -332,7 +338,7 @@ def _merge(parts: list[list[Any]], n: int) -> Any:
             if p[2]:
                 a[np.frombuffer(p[2], dtype=np.bool_)] = np.nan
             arrays.append(a)
-        return np.concatenate(arrays)
+        return ordered(np.concatenate(arrays))
     if not some:  # nothing but missing values: pandas keeps them as objects
         return np.full(n, None, dtype=object)
     if some <= {"b", "bn"}:  # booleans with some missing: pandas keeps them as objects
@@ -340,13 +346,40 @@ def _merge(parts: list[list[Any]], n: int) -> Any:
         for p in parts:
             flags += (np.frombuffer(p[1], dtype=np.bool_).tolist() if p[0] == "b"
                       else p[1] if p[0] == "bn" else [None] * p[1])
-        return np.array(flags, dtype=object)
+        return ordered(np.array(flags, dtype=object))
     if some <= {"s", "c"}:  # text, some missing perhaps: the string dtype pandas infers for text
-        return pd.array(np.concatenate([_texts(p) for p in parts]), dtype=_text_dtype())
+        return _text_array(parts, perm)
     values: list[Any] = []
     for p in parts:
         values += _values(p, p[1] if p[0] == "n" else 0)
-    return _infer(values)
+    return _infer(values if perm is None else [values[i] for i in perm.tolist()])
+
+
+def _text_array(parts: list[list[Any]], perm: Any) -> Any:
+    """Text parts as the string array pandas makes of them, built as a dictionary
+    (each part's distinct values and codes) and cast in Arrow, not value by value."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    distinct: list[Any] = []
+    codes = []
+    for p in parts:
+        if p[0] == "c":
+            codes.append(np.frombuffer(p[2], dtype=np.int32) + len(distinct))
+            distinct += p[1]
+        else:  # "s" (each value its own) or "n" (missing: the code of a missing value)
+            values = p[1] if p[0] == "s" else [None] * p[1]
+            codes.append(np.arange(len(distinct), len(distinct) + len(values), dtype=np.int32))
+            distinct += values
+    index = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
+    if perm is not None:
+        index = index[perm]
+    dictionary = pa.array(distinct, type=pa.large_string())
+    dense = pa.DictionaryArray.from_arrays(pa.array(index, type=pa.int32()), dictionary).cast(pa.large_string())
+    if isinstance(_text_dtype(), pd.StringDtype):  # pandas 3: text is a string dtype, Arrow-backed
+        return pd.array(dense, dtype=_text_dtype())
+    return pd.array(np.asarray(dense.to_pylist(), dtype=object), dtype=_text_dtype())  # pragma: no cover
 
 
 def _numbers(col: list[Any]) -> Any:
