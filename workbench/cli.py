@@ -32,7 +32,7 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.params import ParamsError, load_study
-from workbench.routes import is_simulated_route, is_simulated_world
+from workbench.routes import all_worlds_simulated, is_simulated_route
 from workbench.worlds import kind_of_records
 
 log = logging.getLogger("workbench")
@@ -413,7 +413,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     records = _finished(args.dir)
     if records is None:
         return 2
-    simulated = all(is_simulated_world(w) for w in records.light_worlds())
+    simulated = all_worlds_simulated(records.light_worlds())
     note = " (SIMULATED behaviour, not real models)" if simulated else ""
     kind = kind_of_records(records)
     rules: dict[str, Any] = {}

@@ -548,11 +548,34 @@ for _name in ("__getitem__", "__contains__", "__iter__", "__len__", "__eq__", "_
     setattr(LazySteps, _name, _loading(_name))
 
 
-class _AgentRoute(msgspec.Struct):
+class _Readable(msgspec.Struct):
+    """Read like the dict a record decodes to (``w["cell_id"]``, ``w.get("run")``), for
+    functions written for whole records; a field the envelope lacks is a KeyError."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__struct_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self.__struct_fields__ else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.__struct_fields__
+
+    def keys(self) -> tuple[str, ...]:
+        return self.__struct_fields__
+
+
+class _Obj(msgspec.Struct, frozen=True):
+    """Any JSON object, its contents skipped."""
+
+
+class _AgentRoute(_Readable):
     route: Any = ""
 
 
-class _Envelope(msgspec.Struct, kw_only=True):
+class _Envelope(_Readable, kw_only=True):
     """A world record's envelope (:class:`workbench.schema.WorldRecord`, as strict) with
     only the agents' routes: what designs, kinds and the list of worlds read, decoded
     without building the rest of the record (prompts, store logs, submissions)."""
@@ -568,7 +591,7 @@ class _Envelope(msgspec.Struct, kw_only=True):
     valid: bool
     failed: dict[str, Any] | None
     agents: list[_AgentRoute]
-    metrics: dict[str, Any] = {}
+    metrics: _Obj = _Obj()  # checked to be an object, not read
     cell_label: str = ""
     study: str | None = None
 
@@ -576,12 +599,12 @@ class _Envelope(msgspec.Struct, kw_only=True):
 _ENVELOPES = msgspec.json.Decoder(_Envelope)
 
 
-def _envelopes(path: Path) -> list[dict[str, Any]] | None:
+def _envelopes(path: Path) -> list[Any] | None:
     """Each world's envelope (the latest line of each world), in world-id order, or None
     where only the whole records can say what the file holds: a line that is not a
     current-schema envelope (malformed, of an older or newer schema: :func:`load_run`
-    migrates, skips or names it)."""
-    latest: dict[str, dict[str, Any]] = {}
+    migrates, skips or names it). Read like the dicts of whole records (``w["run"]``)."""
+    latest: dict[str, _Envelope] = {}
     try:
         with path.open("rb") as fh:
             while block := fh.read(_BLOCK * 4):
@@ -590,12 +613,10 @@ def _envelopes(path: Path) -> list[dict[str, Any]] | None:
                 for e in _ENVELOPES.decode_lines(block):
                     if e.schema_version != SCHEMA_VERSION:
                         return None
-                    d = msgspec.structs.asdict(e)
-                    d["agents"] = [{"route": a.route} for a in e.agents]
-                    latest[e.world_id] = d  # the latest attempt of a world supersedes earlier ones
+                    latest[e.world_id] = e  # the latest attempt of a world supersedes earlier ones
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return sorted(latest.values(), key=lambda w: w["world_id"])
+    return sorted(latest.values(), key=lambda w: w.world_id)
 
 
 class LazyWorlds(list[dict[str, Any]]):
@@ -656,7 +677,7 @@ class RunRecords:
     # built from one load share them instead of recomputing every world's metrics each time
     derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
     # the worlds' envelopes while ``worlds`` (a LazyWorlds) is unread: see light_worlds
-    envelopes: list[dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    envelopes: list[Any] | None = field(default=None, repr=False, compare=False)
 
     def light_worlds(self) -> list[dict[str, Any]]:
         """The worlds, or only their envelopes (ids, run, cell, validity, agents' routes)
@@ -680,14 +701,22 @@ class RunRecords:
 
     def derived_frame(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """A frame built once per key (see ``derived_value``), as a copy each time (a
-        table may add columns to the frame it is given)."""
-        return self.derived_value(key, build).copy()
+        table may add columns to the frame it is given, or change values). Under
+        pandas' copy-on-write (always on from pandas 3) a shallow copy is such a copy:
+        the data is copied only where one of them is written to."""
+        return self.derived_value(key, build).copy(deep=not _copy_on_write())
 
     def world(self, world_id: str) -> dict[str, Any]:
         for w in self.worlds:
             if w["world_id"] == world_id:
                 return w
         raise KeyError(f"no finished world {world_id!r} in {self.dir}")
+
+
+def _copy_on_write() -> bool:
+    import pandas as pd
+
+    return int(pd.__version__.split(".")[0]) >= 3 or pd.options.mode.copy_on_write is True
 
 
 def _size(records: Any) -> int:

@@ -40,6 +40,18 @@ def is_simulated_world(world: dict[str, Any]) -> bool:
     return all_simulated(a.get("route", "") for a in world.get("agents") or [])
 
 
+def all_worlds_simulated(worlds: Iterable[dict[str, Any]]) -> bool:
+    """Every world :func:`is_simulated_world`: each has agents, and no route among
+    them all is a real model (each distinct route checked once)."""
+    routes: set[str] = set()
+    for w in worlds:
+        agents = w.get("agents") or []
+        if not agents:
+            return False
+        routes.update(a.get("route", "") for a in agents)
+    return all(is_simulated_route(r) for r in routes)
+
+
 def is_simulated_label(model: object) -> bool:
     """A table's model column ("+"-joined routes): simulated if any part is."""
     return isinstance(model, str) and any(is_simulated_route(part) for part in model.split("+"))
