@@ -40,6 +40,7 @@ import subprocess
 import sys
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -518,34 +519,45 @@ class LazySteps(dict[str, list[dict[str, Any]]]):
     def load(self) -> LazySteps:
         if self._problems is not None:
             problems, self._problems = self._problems, None
-            was_enabled = gc.isenabled()
-            gc.disable()
-            try:
+            with collector_paused():
                 for path, want in self.sources:
                     dict.update(self, _read_steps(path, want, problems))
-            finally:
-                if was_enabled:
-                    gc.enable()
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle is a plain dict of the steps
         return (dict, (dict(self.load().items()),))
 
 
-def _loading(name: str) -> Callable[..., Any]:
-    method = getattr(dict, name)
+def _read_first(cls: type, base: type, names: tuple[str, ...]) -> None:
+    """Make each of ``base``'s methods ``names`` on the lazy ``cls`` read it first."""
+    for name in names:
+        method = getattr(base, name)
 
-    def call(self: LazySteps, *args: Any, **kwargs: Any) -> Any:
-        return method(self.load(), *args, **kwargs)
+        def call(self: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            return _method(self.load(), *args, **kwargs)
 
-    call.__name__ = name
-    return call
+        call.__name__ = name
+        setattr(cls, name, call)
 
 
-for _name in ("__getitem__", "__contains__", "__iter__", "__len__", "__eq__", "__ne__", "__repr__", "__or__",
-              "__reversed__", "get", "items", "keys", "values", "copy", "pop", "popitem", "setdefault", "update",
-              "clear", "__setitem__", "__delitem__"):
-    setattr(LazySteps, _name, _loading(_name))
+_read_first(LazySteps, dict, (
+    "__getitem__", "__contains__", "__iter__", "__len__", "__eq__", "__ne__", "__repr__", "__or__", "__reversed__",
+    "get", "items", "keys", "values", "copy", "pop", "popitem", "setdefault", "update", "clear", "__setitem__",
+    "__delitem__"))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while records are read: records are trees of
+    dicts and lists (no cycles to find), and its passes over the millions of
+    containers a large run set holds were most of a load's time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class _Readable(msgspec.Struct):
@@ -636,34 +648,18 @@ class LazyWorlds(list[dict[str, Any]]):
     def load(self) -> LazyWorlds:
         if self._read is not None:
             read, self._read = self._read, None
-            was_enabled = gc.isenabled()
-            gc.disable()
-            try:
+            with collector_paused():
                 list.extend(self, read())
-            finally:
-                if was_enabled:
-                    gc.enable()
         return self
 
     def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle is a plain list of the worlds
         return (list, (list(self.load()),))
 
 
-def _loading_list(name: str) -> Callable[..., Any]:
-    method = getattr(list, name)
-
-    def call(self: LazyWorlds, *args: Any, **kwargs: Any) -> Any:
-        return method(self.load(), *args, **kwargs)
-
-    call.__name__ = name
-    return call
-
-
-for _name in ("__getitem__", "__setitem__", "__delitem__", "__contains__", "__iter__", "__len__", "__eq__",
-              "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__repr__", "__add__", "__iadd__", "__mul__",
-              "__imul__", "__reversed__", "append",
-              "extend", "insert", "remove", "pop", "clear", "index", "count", "sort", "reverse", "copy"):
-    setattr(LazyWorlds, _name, _loading_list(_name))
+_read_first(LazyWorlds, list, (
+    "__getitem__", "__setitem__", "__delitem__", "__contains__", "__iter__", "__len__", "__eq__", "__ne__", "__lt__",
+    "__le__", "__gt__", "__ge__", "__repr__", "__add__", "__iadd__", "__mul__", "__imul__", "__reversed__",
+    "append", "extend", "insert", "remove", "pop", "clear", "index", "count", "sort", "reverse", "copy"))
 
 
 @dataclass
@@ -745,18 +741,11 @@ def is_batch_dir(path: Path) -> bool:
 
 
 def load_run(out_dir: str | Path) -> RunRecords:
-    """The finished worlds of a run directory, or of every cell of a batch run.
-
-    The cyclic garbage collector is paused while the lines are read: records are
-    trees of dicts and lists (no cycles to find), and its passes over the millions
-    of containers a large run set holds were most of the load's time."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    """The finished worlds of a run directory, or of every cell of a batch run (their
+    envelopes now, the whole records and the steps when first asked for; see
+    :func:`collector_paused` for the collector)."""
+    with collector_paused():
         return _load_run(Path(out_dir))
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _load_run(out: Path) -> RunRecords:

@@ -27,7 +27,6 @@ always did.
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import operator
 import os
@@ -39,7 +38,16 @@ from typing import Any
 
 import msgspec
 
-from workbench.records import Items, LazySteps, LazyWorlds, RowKeeper, RunRecords, _decode_line, read_rows
+from workbench.records import (
+    Items,
+    LazySteps,
+    LazyWorlds,
+    RowKeeper,
+    RunRecords,
+    _decode_line,
+    collector_paused,
+    read_rows,
+)
 
 # the rule variants every metrics run asks for (the rescoring table's), besides the requested ones
 STANDARD_WORLD_KEYS: tuple[tuple[str | None, str | None], ...] = (
@@ -224,21 +232,17 @@ def _run(units: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
 
 def _unit(unit: tuple[Any, ...]) -> bytes:
     """A work unit's rows, packed: in a worker, or in this process."""
-    was_enabled = gc.isenabled()
-    gc.disable()  # records are trees: nothing for the cyclic collector to find
-    try:
-        if unit[0] == "chunk":
-            _, source, start, end = unit
-            part = _world_rows(_chunk_worlds(source, start, end))
-        else:
-            _, lo, hi = unit
-            steps = _JOB["steps"]
-            part = _world_rows([(w, steps.get(w["world_id"], [])) for w in _JOB["worlds"][lo:hi]])
-    except _Fallback as exc:
-        part = {"fallback": str(exc)}
-    finally:
-        if was_enabled:
-            gc.enable()
+    with collector_paused():  # records are trees: nothing for the cyclic collector to find
+        try:
+            if unit[0] == "chunk":
+                _, source, start, end = unit
+                part = _world_rows(_chunk_worlds(source, start, end))
+            else:
+                _, lo, hi = unit
+                steps = _JOB["steps"]
+                part = _world_rows([(w, steps.get(w["world_id"], [])) for w in _JOB["worlds"][lo:hi]])
+        except _Fallback as exc:
+            part = {"fallback": str(exc)}
     return _pack(part)
 
 
