@@ -96,7 +96,7 @@ def test_a_record_edited_by_hand_makes_analysis_compute_every_row(runs, tmp_path
     _assert_frames_as_computed(run)
     records = load_run(run)
     frame = FF.compute(records, KEYS, [None])[("stigmergy.worlds", None, None)]
-    assert records.worlds.loaded  # read whole once, here, not by each worker
+    assert records.worlds_read  # read whole once, here, not by each worker
     assert frame.set_index("world_id").loc[worlds[0]["world_id"], "cell_label"] == "edited by hand"
 
 
@@ -189,7 +189,7 @@ def test_metrics_on_kept_rows_never_read_the_whole_world_records(runs, tmp_path,
 def test_envelopes_are_the_whole_records_fields(runs):
     records = load_run(runs["2"])
     light = records.light_worlds()
-    assert not records.worlds.loaded and light is records.envelopes
+    assert not records.worlds_read and light is records.envelopes
     whole = load_run(runs["2"]).worlds
     assert [w["world_id"] for w in light] == [w["world_id"] for w in whole]
     for env, w in zip(light, whole, strict=True):
@@ -206,3 +206,20 @@ def test_worlds_of_an_older_schema_are_read_whole_at_load():
     records = load_run(ROOT / "tests" / "fixtures" / "run-0.1.0")
     assert records.envelopes is None and records.light_worlds() is records.worlds
     assert all(w["schema_version"] == 1 for w in records.worlds)
+
+
+def test_whole_worlds_are_a_plain_list_read_once_when_first_asked_for(runs, monkeypatch):
+    import msgspec
+
+    records = load_run(runs["1"])
+    frame = FF.compute(records, KEYS, [None])  # from kept rows and envelopes: nothing read whole
+    assert not records.worlds_read
+    kept = records.derived_value(("probe",), lambda: "built before the worlds were read")
+    whole = records.worlds
+    assert type(whole) is list and records.worlds_read and records.worlds is whole
+    # C encoders see every world (a list subclass would look empty to them)
+    assert len(msgspec.json.decode(msgspec.json.encode(whole))) == len(whole) == len(frame[("stigmergy.validity",)])
+    # reading them is no change to the records: what was derived from them stands
+    assert records.derived_value(("probe",), lambda: pytest.fail("built again")) == kept
+    records.worlds = whole[:3]  # a new list is a change
+    assert records.derived_value(("probe",), lambda: "again") == "again"

@@ -631,39 +631,13 @@ def _envelopes(path: Path) -> list[Any] | None:
     return sorted(latest.values(), key=lambda w: w.world_id)
 
 
-class LazyWorlds(list[dict[str, Any]]):
-    """A run's world records (as ``RunRecords.worlds``), read whole the first time
-    anything asks for them. Until then :meth:`RunRecords.light_worlds` gives their
-    envelopes (ids, run, cell, validity, agents' routes), read without building the
-    rest: ``workbench metrics`` on kept rows never holds 100,000 whole records."""
-
-    def __init__(self, read: Callable[[], list[dict[str, Any]]]) -> None:
-        super().__init__()
-        self._read: Callable[[], list[dict[str, Any]]] | None = read
-
-    @property
-    def loaded(self) -> bool:
-        return self._read is None
-
-    def load(self) -> LazyWorlds:
-        if self._read is not None:
-            read, self._read = self._read, None
-            with collector_paused():
-                list.extend(self, read())
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:  # a copy or a pickle is a plain list of the worlds
-        return (list, (list(self.load()),))
-
-
-_read_first(LazyWorlds, list, (
-    "__getitem__", "__setitem__", "__delitem__", "__contains__", "__iter__", "__len__", "__eq__", "__ne__", "__lt__",
-    "__le__", "__gt__", "__ge__", "__repr__", "__add__", "__iadd__", "__mul__", "__imul__", "__reversed__",
-    "append", "extend", "insert", "remove", "pop", "clear", "index", "count", "sort", "reverse", "copy"))
-
-
 @dataclass
 class RunRecords:
+    """A run set's records. ``load_run`` reads the worlds' envelopes at once and the
+    whole world records (``worlds``, a plain list) and the steps (a LazySteps) the
+    first time anything asks for them, so a command that needs only the envelopes
+    (``light_worlds``) and kept rows never holds 100,000 whole records."""
+
     dir: Path
     manifest: dict[str, Any]
     worlds: list[dict[str, Any]]
@@ -672,26 +646,50 @@ class RunRecords:
     # frames derived from these records, by name and rules (see ``derived_frame``): tables
     # built from one load share them instead of recomputing every world's metrics each time
     derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
-    # the worlds' envelopes while ``worlds`` (a LazyWorlds) is unread: see light_worlds
+    # the worlds' envelopes (see light_worlds), and what reads the whole worlds when first asked
+    # for: while it is set, ``worlds`` is not an attribute yet (see __getattr__)
     envelopes: list[Any] | None = field(default=None, repr=False, compare=False)
+    read_worlds: Callable[[], list[dict[str, Any]]] | None = field(default=None, repr=False, compare=False)
 
-    def light_worlds(self) -> list[dict[str, Any]]:
-        """The worlds, or only their envelopes (ids, run, cell, validity, agents' routes)
-        while the whole records have not been read: for what needs only those (the
-        design, the kind, which worlds there are), without reading every record."""
-        worlds = self.worlds
-        if isinstance(worlds, LazyWorlds) and not worlds.loaded and self.envelopes is not None:
-            return self.envelopes
+    def __post_init__(self) -> None:
+        if self.read_worlds is not None:
+            del self.worlds
+
+    def __getattr__(self, name: str) -> Any:
+        # only for attributes not set: ``worlds`` before it is read (a real list, once)
+        read = self.__dict__.get("read_worlds")
+        if name != "worlds" or read is None:
+            raise AttributeError(name)
+        with collector_paused():
+            worlds = read()
+        self.read_worlds = None
+        self.worlds = worlds
+        self.__dict__["_worlds_read"] = id(worlds)
         return worlds
+
+    @property
+    def worlds_read(self) -> bool:
+        """Whether the whole world records are in memory."""
+        return "worlds" in self.__dict__
+
+    def light_worlds(self) -> list[Any]:
+        """The worlds, or only their envelopes (ids, run, cell, validity, agents' routes;
+        read like the records' dicts) while the whole records have not been read: for
+        what needs only those (the design, the kind, which worlds there are)."""
+        if not self.worlds_read and self.envelopes is not None:
+            return self.envelopes
+        return self.worlds
 
     def derived_value(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """``build()`` once per key while worlds and steps are the same lists (shared:
         callers must not change it); reading unread worlds or steps is no change."""
-        stamp = (id(self.worlds), _size(self.worlds), id(self.steps), _size(self.steps))
+        worlds = self.__dict__.get("worlds")  # not read here
+        stamp = (id(worlds) if worlds is not None else None, _size(worlds), id(self.steps), _size(self.steps))
         hit = self.derived.get(key)
         if hit is None or hit[0] != stamp and not (
-                hit[0][0] == stamp[0] and hit[0][2] == stamp[2]
-                and hit[0][1] in (-1, stamp[1]) and hit[0][3] in (-1, stamp[3])):
+                hit[0][2] == stamp[2] and hit[0][3] in (-1, stamp[3])
+                and (hit[0][:2] == stamp[:2]
+                     or hit[0][:2] == (None, -1) and stamp[0] == self.__dict__.get("_worlds_read"))):
             hit = self.derived[key] = (stamp, build())
         return hit[1]
 
@@ -717,7 +715,7 @@ def _copy_on_write() -> bool:
 
 def _size(records: Any) -> int:
     """How many records a list or dict holds, or -1 for one not read yet (its length would read it)."""
-    if isinstance(records, (LazySteps, LazyWorlds)) and not records.loaded:
+    if records is None or isinstance(records, LazySteps) and not records.loaded:
         return -1
     return len(records)
 
@@ -762,8 +760,8 @@ def _load_run(out: Path) -> RunRecords:
         return RunRecords(out, manifest, worlds, LazySteps([(out / STEPS, want)], problems), problems)
     want = {w["world_id"]: w["run"] for w in envelopes}
     # the whole records and the steps are read when first asked for
-    return RunRecords(out, manifest, LazyWorlds(functools.partial(_read_worlds, out, problems)),
-                      LazySteps([(out / STEPS, want)], problems), problems, envelopes=envelopes)
+    return RunRecords(out, manifest, [], LazySteps([(out / STEPS, want)], problems), problems, envelopes=envelopes,
+                      read_worlds=functools.partial(_read_worlds, out, problems))
 
 
 def _read_worlds(out: Path, problems: list[str]) -> list[dict[str, Any]]:
@@ -802,7 +800,7 @@ def _load_batch(out: Path) -> RunRecords:
     def read() -> list[dict[str, Any]]:
         return sorted((w for r in parts for w in r.worlds), key=lambda w: w["world_id"])
 
-    worlds: list[dict[str, Any]] = LazyWorlds(read) if envelopes is not None else read()
+    worlds: list[dict[str, Any]] = [] if envelopes is not None else read()
     steps = LazySteps([src for r in parts if isinstance(r.steps, LazySteps) for src in r.steps.sources], problems)
     manifest: dict[str, Any] = {"batch": True, "cells": {}, "parts": {}}
     for r in parts:
@@ -812,7 +810,8 @@ def _load_batch(out: Path) -> RunRecords:
         manifest.setdefault("templates", r.manifest.get("templates"))
         manifest["cells"].update(r.manifest.get("cells", {}))
         manifest["parts"][r.dir.name] = {"runs": r.manifest.get("runs", [])}
-    return RunRecords(out, manifest, worlds, steps, problems, envelopes=envelopes)
+    return RunRecords(out, manifest, worlds, steps, problems, envelopes=envelopes,
+                      read_worlds=read if envelopes is not None else None)
 
 
 # -- manifest -----------------------------------------------------------------

@@ -41,7 +41,6 @@ import msgspec
 from workbench.records import (
     Items,
     LazySteps,
-    LazyWorlds,
     RowKeeper,
     RunRecords,
     _decode_line,
@@ -142,9 +141,7 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
         for path, want in steps.sources:  # only worlds still in records.worlds, of their latest run
             sources.append((path, {wid: run for wid, run in want.items() if wid in run_of and run_of[wid] == run}))
         kept = kept_parts(sources, len(light), world_keys, agent_keys)
-    worlds = light if kept is not None else records.worlds
-    if isinstance(worlds, LazyWorlds):
-        worlds.load()  # here, once: not in every worker forked below
+    worlds = light if kept is not None else records.worlds  # read here, once: not in every worker forked below
     _JOB.clear()
     _JOB.update(worlds=worlds, position=position, steps=None if streaming else steps,
                 world_keys=world_keys, agent_keys=agent_keys)
