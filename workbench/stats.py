@@ -24,6 +24,20 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return (float(low), float(high))
 
 
+def wilson_many(k: Sequence[int], n: Sequence[int], level: float = 0.95) -> list[tuple[float, float]]:
+    """:func:`wilson` for many k/n at once (one statsmodels call over arrays: a table of
+    hundreds of cells at the cost of one)."""
+    out = [(NAN, NAN)] * len(n)
+    some = [i for i, m in enumerate(n) if m]
+    if some:
+        from statsmodels.stats.proportion import proportion_confint
+        low, high = proportion_confint([int(k[i]) for i in some], [int(n[i]) for i in some], alpha=1 - level,
+                                       method="wilson")
+        for i, lo, hi in zip(some, low.tolist(), high.tolist(), strict=True):
+            out[i] = (float(lo), float(hi))
+    return out
+
+
 def newcombe(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -> tuple[float, float, float]:
     """Difference p1 − p2 with Newcombe's hybrid score interval; nans when a cell is empty."""
     if n1 == 0 or n2 == 0:

@@ -7,14 +7,14 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from workbench.stats import wilson
+from workbench.stats import wilson, wilson_many
 
 RATE_COLUMNS = ["metric", "k", "n", "k/n", "rate", "low", "high", "all"]
 
 
-def rate_row(k: int, n: int) -> dict[str, object]:
-    """k, n, "k/n", the rate and its 95% Wilson interval."""
-    low, high = wilson(k, n)
+def rate_row(k: int, n: int, interval: tuple[float, float] | None = None) -> dict[str, object]:
+    """k, n, "k/n", the rate and its 95% Wilson interval (given, or computed here)."""
+    low, high = interval if interval is not None else wilson(k, n)
     return {"k": k, "n": n, "k/n": f"{k}/{n}", "rate": (k / n) if n else float("nan"), "low": low, "high": high}
 
 
@@ -25,15 +25,20 @@ def rate_table(frame: pd.DataFrame, metric: str, by: Iterable[str] = ("cell_id",
     (when grouping by cell only) lists cells to keep even with no rows (0/0)."""
     by = list(by)
     rows = []
-    groups = list(frame.groupby(by, sort=False, dropna=False)) if len(frame) else []
-    for key, g in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        vg = g[g["valid"].astype(bool)] if valid_only and "valid" in g else g
-        k = int(vg[metric].fillna(False).astype(int).sum())
-        n = int(vg[count].sum()) if count else len(vg)
-        all_k = int(g[metric].fillna(False).astype(int).sum())
-        all_n = int(g[count].sum()) if count else len(g)
-        rows.append({**dict(zip(by, key)), "metric": metric, **rate_row(k, n), "all": f"{all_k}/{all_n}"})
+    if len(frame):
+        hits = frame[metric].fillna(False).astype(int)
+        trials = frame[count] if count else pd.Series(1, index=frame.index)
+        valid = frame["valid"].astype(bool) if valid_only and "valid" in frame else pd.Series(True, index=frame.index)
+        sums = pd.DataFrame({**{f"by{i}": frame[b] for i, b in enumerate(by)}, "k": hits.where(valid, 0),
+                             "n": trials.where(valid, 0), "all_k": hits, "all_n": trials})
+        agg = sums.groupby([f"by{i}" for i in range(len(by))], sort=False, dropna=False).sum()
+        counts = {c: [int(v) for v in agg[c].tolist()] for c in ("k", "n", "all_k", "all_n")}
+        intervals = wilson_many(counts["k"], counts["n"])
+        for j, key in enumerate(agg.index):
+            key = key if isinstance(key, tuple) else (key,)
+            k, n = counts["k"][j], counts["n"][j]
+            rows.append({**dict(zip(by, key)), "metric": metric, **rate_row(k, n, intervals[j]),
+                         "all": f"{counts['all_k'][j]}/{counts['all_n'][j]}"})
     out = pd.DataFrame(rows, columns=[*by, *RATE_COLUMNS])
     if cells is not None and by == ["cell_id"]:
         have = set(out["cell_id"])

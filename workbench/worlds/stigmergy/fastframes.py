@@ -177,6 +177,8 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
     for part in parts:
         order += [position[wid] for wid in part["wids"]]
 
+    merged: dict[tuple[Any, ...], Any] = {}  # columns merged, by the identity of their parts' columns
+
     def frame(name: str, fixed: list[str] | None = None) -> Any:
         import numpy as np
 
@@ -197,7 +199,14 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
         perm: Any = np.argsort(np.asarray(world_of, dtype=np.int64), kind="stable")  # rows in world order
         if not (perm != np.arange(n)).any():
             perm = None
-        data = {c: _merge([part["cols"][name][j] for part in present], n, perm) for j, c in enumerate(cols)}
+        data = {}
+        for j, c in enumerate(cols):
+            pieces = [part["cols"][name][j] for part in present]
+            # the world frames under other rules share most columns (the very part columns): merged once
+            same = (tuple(map(id, pieces)), n)
+            if same not in merged:
+                merged[same] = _merge(pieces, n, perm)
+            data[c] = merged[same]
         return pd.DataFrame(data, columns=cols)
 
     out: dict[tuple[Any, ...], Any] = {}
