@@ -133,3 +133,15 @@ def test_sample_size_and_power():
     assert n == 97  # 1.96² · 0.25 / 0.01 = 96.04 → 97
     assert worlds_to_detect(0.9, 0.5) == 19
     assert power_at(0.9, 0.5, 19) >= 0.8 > power_at(0.9, 0.5, 10)
+
+
+def test_many_wilson_intervals_at_once_are_each_ones_own():
+    from workbench.stats import wilson, wilson_many
+
+    ks, ns = [0, 41, 3, 0, 7, 100], [0, 50, 3, 9, 1000, 100]
+    many = wilson_many(ks, ns)
+    for (k, n), got in zip(zip(ks, ns, strict=True), many, strict=True):
+        want = wilson(k, n)
+        assert got == want or (n == 0 and all(x != x for x in got)), (k, n)
+    assert wilson_many([], []) == []
+    assert many[1] == pytest.approx((0.6920, 0.9023), abs=1e-4)  # 41/50, as STACK-NOTES checks it
