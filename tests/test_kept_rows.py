@@ -58,15 +58,34 @@ def _assert_frames_as_computed(run_dir: Path, records=None) -> None:  # noqa: AN
         assert list(frame.dtypes) == list(want.dtypes), key
 
 
+@pytest.fixture(autouse=True)
+def small_studies_keep_rows(monkeypatch):  # noqa: ANN001, ANN201 - rows are kept from MIN_WORLDS worlds up
+    monkeypatch.setattr(FF, "MIN_WORLDS", 1)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("kept")
     study = _study(tmp)
     out = {}
-    for procs in ("1", "2"):
-        out[procs] = tmp / f"run{procs}"
-        _run(study, out[procs], "--processes", procs)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(FF, "MIN_WORLDS", 1)
+        for procs in ("1", "2"):
+            out[procs] = tmp / f"run{procs}"
+            _run(study, out[procs], "--processes", procs)
     return out
+
+
+def test_rows_are_kept_only_for_studies_that_analysis_reads_them_for(tmp_path, monkeypatch):
+    from workbench.worlds.stigmergy import KIND
+
+    monkeypatch.setattr(FF, "MIN_WORLDS", 2000)
+    assert KIND.row_keeper(1999) is None and KIND.row_keeper(2000) is not None
+    _run(_study(tmp_path, 2), tmp_path / "small")
+    assert not (tmp_path / "small" / ROWS).exists()
+    monkeypatch.setattr(FF, "MIN_WORLDS", 16)  # the study's 8 cells x 2 worlds
+    _run(_study(tmp_path, 2), tmp_path / "kept")
+    assert _kept(tmp_path / "kept") is not None
 
 
 @pytest.mark.parametrize("procs", ["1", "2"])
@@ -146,7 +165,7 @@ def test_a_keeper_that_fails_warns_and_the_records_are_whole(tmp_path, monkeypat
     def broken(items):  # noqa: ANN001, ANN202
         raise RuntimeError("broken keeper")
 
-    monkeypatch.setattr(StigmergyKind, "row_keeper", lambda self: FF.RowKeeper(FF.rows_key(), broken))
+    monkeypatch.setattr(StigmergyKind, "row_keeper", lambda self, worlds: FF.RowKeeper(FF.rows_key(), broken))
     out = tmp_path / "run"
     _run(_study(tmp_path, 2), out, "--processes", "1")
     assert "per-world rows are no longer kept" in capsys.readouterr().err
@@ -177,6 +196,7 @@ def test_metrics_on_kept_rows_never_read_the_whole_world_records(runs, tmp_path,
     import workbench.records as R
 
     with_rows = tmp_path / "a"
+    monkeypatch.setattr(FF, "MIN_WORLDS", 2000)  # this small run's rows computed, as analysis does below it
     main(["metrics", str(runs["1"]), "--out", str(with_rows)])
     monkeypatch.setattr(FF, "MIN_WORLDS", 1)
     monkeypatch.setattr(R, "_read_worlds", lambda *a: pytest.fail("read the whole world records"))

@@ -273,13 +273,13 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     worlds in that many forked world processes where the study allows it (see
     :func:`processes_for`); the manifest's run entry records how many ran."""
     out = Path(out_dir)
-    keeper = study.kind.row_keeper()
+    cells = [study.cell(c) for c in cell_ids] if cell_ids else study.cells
+    keeper = study.kind.row_keeper(sum(study.worlds_for(c) for c in cells))
     writer = RunWriter(out, rows=keeper)
     existing = read_manifest(out)
     if existing and existing.get("study") not in (None, study.name):
         raise ValueError(f"{out} holds records of study {existing.get('study')!r}, not {study.name!r}; "
                          "use another --out directory")
-    cells = [study.cell(c) for c in cell_ids] if cell_ids else study.cells
     recorded = latest_worlds(out)
     failed_infra = {wid for wid, w in recorded.items() if failure_class(w) == INFRASTRUCTURE}
     done = {wid: w for wid, w in recorded.items() if wid not in failed_infra or not retry_failed}

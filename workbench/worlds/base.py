@@ -119,9 +119,10 @@ class WorldKind:
         """What the cell needs besides its models' keys (a sandbox, a tool), one line per missing thing."""
         return []
 
-    def row_keeper(self) -> RowKeeper | None:
-        """How the kind keeps per-world rows beside its records as they are written, for
-        analysis at scale (see :class:`workbench.records.RowKeeper`); none by default."""
+    def row_keeper(self, worlds: int) -> RowKeeper | None:
+        """How the kind keeps per-world rows beside the records of a study of ``worlds``
+        worlds as they are written, for analysis at scale (see
+        :class:`workbench.records.RowKeeper`); none by default."""
         return None
 
     def calibration(self) -> list[dict[str, Any]]:
