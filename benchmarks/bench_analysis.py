@@ -127,6 +127,8 @@ def main() -> None:
                 target = f"<= {t_s:.0f} s at {t_worlds:,}"
                 scaled = wall * t_worlds / n  # linear in worlds, for a set of another size
                 met = "yes" if scaled <= t_s else "no"
+                if abs(n - t_worlds) > t_worlds // 10 and any(count_worlds(d) >= t_worlds for d in run_dirs):
+                    met = "-"  # judged on the set of the target's size, measured in this run too
                 if "from the records" in name:  # not the target's figure: the path without kept rows, shown beside it
                     target, met = "(for comparison)", "-"
                 rows.append((name, n, wall, rss / 1024, target, scaled, met, ref, cpu))
