@@ -243,3 +243,17 @@ def test_whole_worlds_are_a_plain_list_read_once_when_first_asked_for(runs, monk
     assert records.derived_value(("probe",), lambda: pytest.fail("built again")) == kept
     records.worlds = whole[:3]  # a new list is a change
     assert records.derived_value(("probe",), lambda: "again") == "again"
+
+
+def test_a_rows_file_of_the_right_key_but_not_of_this_code_is_not_taken(runs, tmp_path):
+    import msgspec
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["1"], run)
+    frames = (run / ROWS).read_bytes()
+    head = frames[8:8 + struct.unpack_from("<I", frames, 4)[0]]
+    for blob in (b"m" + msgspec.msgpack.encode({"wids": ["x"]}), b"m" + msgspec.msgpack.encode([1, 2]), b"m\xc1"):
+        (run / ROWS).write_bytes(frames + b"WBR1" + struct.pack("<I", len(head)) + head
+                                 + struct.pack("<QI", len(blob), zlib.crc32(blob)) + blob)
+        assert _kept(run) is None
+        _assert_frames_as_computed(run)

@@ -647,6 +647,13 @@ def kept_parts(sources: list[tuple[Path, dict[str, Any]]], n_worlds: int,
     run), as parts; None where any is missing or cannot be trusted."""
     if not set(world_keys) <= set(STANDARD_WORLD_KEYS) or not set(agent_keys) <= {None}:
         return None
+    try:
+        return _kept_parts(sources, n_worlds)
+    except (msgspec.DecodeError, KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None  # not a part this code wrote (a file made by hand): the rows are computed
+
+
+def _kept_parts(sources: list[tuple[Path, dict[str, Any]]], n_worlds: int) -> list[dict[str, Any]] | None:
     key = rows_key()
     parts: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -657,10 +664,7 @@ def kept_parts(sources: list[tuple[Path, dict[str, Any]]], n_worlds: int,
         for blob in blobs:
             if blob[:1] != b"m":
                 return None
-            try:
-                part = _resolve(msgspec.msgpack.decode(blob[1:]))
-            except (msgspec.DecodeError, KeyError, IndexError, TypeError):
-                return None
+            part = _resolve(msgspec.msgpack.decode(blob[1:]))
             keep = []
             for wid, run in zip(part["wids"], part["runs"], strict=True):
                 ok = wid not in seen and wid in want and want[wid] == run
