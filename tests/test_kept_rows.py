@@ -136,7 +136,7 @@ def test_a_torn_rows_file_is_not_read_past_its_tear(runs, tmp_path):
     data = (run / ROWS).read_bytes()
     (run / ROWS).write_bytes(data[:-10])
     shutil.copystat(runs["1"] / WORLDS, run / WORLDS)
-    assert read_rows(run, FF.rows_key()) is None  # its last whole frame vouches for fewer worlds
+    assert not read_rows(run, FF.rows_key()) and _kept(run) is None  # the rows torn off are not there
     _assert_frames_as_computed(run)
 
 
@@ -151,7 +151,7 @@ def test_a_pickle_in_a_rows_file_is_never_unpickled(runs, tmp_path, monkeypatch)
     frames = (run / ROWS).read_bytes()
     header = json.loads(frames[8:8 + struct.unpack_from("<I", frames, 4)[0]])
     blob = b"p" + pickle.dumps({"wids": []})
-    head = json.dumps(header).encode()
+    head = json.dumps({**header, "kind": "rows"}).encode()
     with (run / ROWS).open("ab") as fh:
         fh.write(b"WBR1" + struct.pack("<I", len(head)) + head + struct.pack("<QI", len(blob), zlib.crc32(blob))
                  + blob)
@@ -251,9 +251,34 @@ def test_a_rows_file_of_the_right_key_but_not_of_this_code_is_not_taken(runs, tm
     run = tmp_path / "run"
     shutil.copytree(runs["1"], run)
     frames = (run / ROWS).read_bytes()
-    head = frames[8:8 + struct.unpack_from("<I", frames, 4)[0]]
+    head = json.dumps({**json.loads(frames[8:8 + struct.unpack_from("<I", frames, 4)[0]]), "kind": "rows"}).encode()
     for blob in (b"m" + msgspec.msgpack.encode({"wids": ["x"]}), b"m" + msgspec.msgpack.encode([1, 2]), b"m\xc1"):
         (run / ROWS).write_bytes(frames + b"WBR1" + struct.pack("<I", len(head)) + head
                                  + struct.pack("<QI", len(blob), zlib.crc32(blob)) + blob)
         assert _kept(run) is None
         _assert_frames_as_computed(run)
+
+
+def test_envelopes_kept_beside_the_records_spare_reading_the_worlds_file(runs, monkeypatch):
+    import workbench.records as R
+
+    from_file = R._envelopes(runs["2"] / WORLDS)
+    monkeypatch.setattr(R, "_envelopes", lambda path: pytest.fail("read worlds.jsonl for the envelopes"))
+    records = load_run(runs["2"])
+    assert records.envelopes == from_file and len(from_file) == 40
+    _assert_frames_as_computed(runs["2"], records)
+
+
+def test_rows_begun_on_worlds_already_recorded_hold_not_every_envelope(tmp_path, monkeypatch):
+    import workbench.records as R
+
+    study = _study(tmp_path, 3)
+    out = tmp_path / "run"
+    monkeypatch.setattr(FF, "MIN_WORLDS", 10_000)
+    _run(study, out, "--max-worlds", "7")  # no rows kept for these
+    monkeypatch.setattr(FF, "MIN_WORLDS", 1)
+    _run(study, out)
+    assert (out / ROWS).exists() and R._kept_envelopes(out) is None
+    records = load_run(out)
+    assert len(records.light_worlds()) == 24 and _kept(out) is None  # the first 7 worlds have no rows
+    _assert_frames_as_computed(out)

@@ -6,8 +6,9 @@ Layout of a run directory::
     steps.jsonl     one line per model call, appended when its world finishes
     worlds.jsonl    one line per finished world, written after that world's steps
     rows.bin        per-world metric rows a world kind computed as its worlds were
-                    recorded: a cache that analysis uses only while it is provably
-                    current (see :func:`read_rows`); deleting it changes nothing but speed
+                    recorded, and every world's envelope: a cache that analysis uses
+                    only while it is provably current (see :func:`read_rows`,
+                    :func:`_kept_envelopes`); deleting it changes nothing but speed
 
 A world's steps are appended first and its world line last, so the world line is
 the commit point. Writes are grouped: finished worlds wait in memory until a batch
@@ -322,7 +323,15 @@ def read_rows(out_dir: str | Path, key: str) -> list[bytes] | None:
     was written when the record files had another size or modification time (worlds
     appended since without rows, a record edited or cut by hand, a rows frame lost).
     Which worlds the blobs cover (of which run) is for the kind to check."""
-    out = Path(out_dir)
+    frames = _current_frames(Path(out_dir))
+    if frames is None:
+        return None
+    return [blob for header, blob in frames if header.get("kind", "rows") == "rows" and header.get("key") == key]
+
+
+def _current_frames(out: Path) -> list[tuple[dict[str, Any], bytes]] | None:
+    """The frames of a rows file whose last frame was written when the record files had
+    the size and modification time they have now; None otherwise (see :func:`read_rows`)."""
     try:
         data = (out / ROWS).read_bytes()
     except FileNotFoundError:
@@ -330,7 +339,30 @@ def read_rows(out_dir: str | Path, key: str) -> list[bytes] | None:
     frames, _ = _row_frames(data)
     if not frames or frames[-1][0].get("files") != _file_stamps(out):
         return None
-    return [blob for header, blob in frames if header.get("key") == key]
+    return frames
+
+
+def _kept_envelopes(out: Path) -> list[Any] | None:
+    """Every world's envelope as the writer kept it beside its lines (an "envelopes"
+    frame per sync), when that is every world line of worlds.jsonl: the rows file was
+    begun on an empty worlds file, every sync since wrote its worlds' envelopes, and
+    the record files are as its last frame says. Else None (read them from worlds.jsonl)."""
+    frames = _current_frames(out)
+    if frames is None or not all(h.get("from_start") is True for h, _ in frames):
+        return None
+    latest: dict[str, _Envelope] = {}
+    try:
+        for header, blob in frames:
+            if header.get("kind") == "gap":
+                return None
+            if header.get("kind") == "envelopes":
+                for e in _PACKED_ENVELOPES.decode(blob):
+                    if e.schema_version != SCHEMA_VERSION:
+                        return None
+                    latest[e.world_id] = e  # the latest attempt of a world supersedes earlier ones
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return sorted(latest.values(), key=lambda w: w.world_id)
 
 
 def keep_rows_if_current(out_dir: Path) -> bool:
@@ -352,6 +384,16 @@ def keep_rows_if_current(out_dir: Path) -> bool:
         with path.open("r+b") as fh:
             fh.truncate(end)
     return True
+
+
+def _rows_from_start(out_dir: Path) -> bool:
+    """Whether a rows file (kept or about to be begun) holds every world line's envelope:
+    begun on an empty worlds file, and so far always."""
+    frames = _current_frames(out_dir)
+    if frames is not None:
+        return all(h.get("from_start") is True for h, _ in frames)
+    worlds = out_dir / WORLDS
+    return not (out_dir / ROWS).exists() and (not worlds.exists() or worlds.stat().st_size == 0)
 
 
 class RunWriter:
@@ -376,10 +418,13 @@ class RunWriter:
         self.repaired = {name: repair_tail(self.dir / name) for name in (STEPS, WORLDS)}
         self.rows = rows
         self.rows_error: str | None = None  # why rows stopped being kept in this run (the kind's pack raised)
+        self._from_start = False  # whether the rows file holds every world line's envelope
         if rows is not None:
             keep_rows_if_current(self.dir)
+            self._from_start = _rows_from_start(self.dir)
         self._row_lines: list[tuple[bytes, bytes]] = []  # worlds written whose rows are not made yet
         self._row_blobs: list[bytes] = []  # pending rows made elsewhere (world processes)
+        self._new_worlds: list[bytes] = []  # world lines written whose envelopes are not kept yet
         self.batch = max(1, batch)
         self.interval = interval
         self.syncs = 0  # fsync calls made, for benchmarks and tests
@@ -454,6 +499,8 @@ class RunWriter:
                     fh.flush()
                     os.fsync(fh.fileno())
                 self.syncs += 1
+            if self.rows is not None:
+                self._new_worlds += worlds
         self._write_rows()
 
     def _write_rows(self, final: bool = False) -> None:
@@ -463,8 +510,15 @@ class RunWriter:
         ready = len(self._row_lines) if final else len(self._row_lines) // self.rows_batch * self.rows_batch
         lines, self._row_lines = self._row_lines[:ready], self._row_lines[ready:]
         blobs, self._row_blobs = self._row_blobs, []
-        if self.rows is None or self.rows_error is not None or not (lines or blobs):
+        new_worlds, self._new_worlds = self._new_worlds, []
+        if self.rows is None or self.rows_error is not None or not (lines or blobs or new_worlds):
             return
+        frames: list[tuple[str, bytes]] = []
+        if new_worlds:  # every world line's envelope, so that analysis need not read worlds.jsonl for them
+            try:
+                frames.append(("envelopes", msgspec.msgpack.encode([_ENVELOPES.decode(w) for w in new_worlds])))
+            except (msgspec.DecodeError, msgspec.ValidationError):  # not an envelope msgspec reads: worlds.jsonl will say
+                frames.append(("gap", b""))
         try:
             for at in range(0, len(lines), self.rows_batch):
                 made = self.rows.pack(decode_items(lines[at:at + self.rows_batch]))
@@ -475,11 +529,14 @@ class RunWriter:
             print(f"warning: per-world rows are no longer kept beside {self.dir} in this run ({self.rows_error}); "
                   "analysis computes them from the records instead", file=sys.stderr)
             return
-        if not blobs:
+        frames += [("rows", blob) for blob in blobs]
+        if not frames:
             return
-        header = json.dumps({"key": self.rows.key, "files": _file_stamps(self.dir)}).encode()
+        stamps = _file_stamps(self.dir)
         with (self.dir / ROWS).open("ab") as fh:
-            for blob in blobs:
+            for kind, blob in frames:
+                header = json.dumps({"key": self.rows.key, "kind": kind, "files": stamps,
+                                     "from_start": self._from_start}).encode()
                 fh.write(_ROWS_HEAD.pack(_ROWS_MAGIC, len(header)) + header
                          + _ROWS_BLOB.pack(len(blob), zlib.crc32(blob)) + blob)
 
@@ -609,6 +666,7 @@ class _Envelope(_Readable, kw_only=True):
 
 
 _ENVELOPES = msgspec.json.Decoder(_Envelope)
+_PACKED_ENVELOPES = msgspec.msgpack.Decoder(list[_Envelope])
 
 
 def _envelopes(path: Path) -> list[Any] | None:
@@ -753,7 +811,9 @@ def _load_run(out: Path) -> RunRecords:
         raise FileNotFoundError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
     problems: list[str] = []
     manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
-    envelopes = _envelopes(out / WORLDS) if (out / WORLDS).exists() else []
+    envelopes = _kept_envelopes(out) if (out / ROWS).exists() else None
+    if envelopes is None:
+        envelopes = _envelopes(out / WORLDS) if (out / WORLDS).exists() else []
     if envelopes is None:  # only the whole records can say (older schema, a malformed line): read now
         worlds = _read_worlds(out, problems)
         want = {w["world_id"]: w.get("run") for w in worlds}
