@@ -22,9 +22,9 @@ command) are printed, a figure other load on the machine moves less. By default
 size is also given scaled linearly to the target's size.
 
 Measured on this 2-core machine: workbench metrics, 100,008 worlds: 46.1 s / 4.8 GB
-computing every row from the records (steps streamed on both cores; 56 s / 3.6 GB
-once the records are also read for envelopes); 8.3-8.5 s / 1.3 GB with kept rows
-and kept envelopes, the 23 files written byte-identical. workbench report, 10,008 worlds: 21-24 s.
+computing every row from the records (steps streamed on both cores; 56 s / 3.6 GB in
+a later run, rows.bin set aside); 8.3-8.5 s / 1.3 GB with kept rows and kept
+envelopes, the 23 files written byte-identical. workbench report, 10,008 worlds: 21-24 s.
 
 Run: .venv/bin/python benchmarks/bench_analysis.py [--worlds 10000,100000]
      [--repeat 3] [--keep DIR] [--skip-report] [RUN_DIR ...]
