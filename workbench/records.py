@@ -585,22 +585,20 @@ class LazySteps(dict[str, list[dict[str, Any]]]):
         return (dict, (dict(self.load().items()),))
 
 
-def _read_first(cls: type, base: type, names: tuple[str, ...]) -> None:
-    """Make each of ``base``'s methods ``names`` on the lazy ``cls`` read it first."""
-    for name in names:
-        method = getattr(base, name)
+def _loading(name: str) -> Callable[..., Any]:
+    method = getattr(dict, name)
 
-        def call(self: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
-            return _method(self.load(), *args, **kwargs)
+    def call(self: LazySteps, *args: Any, **kwargs: Any) -> Any:
+        return method(self.load(), *args, **kwargs)
 
-        call.__name__ = name
-        setattr(cls, name, call)
+    call.__name__ = name
+    return call
 
 
-_read_first(LazySteps, dict, (
-    "__getitem__", "__contains__", "__iter__", "__len__", "__eq__", "__ne__", "__repr__", "__or__", "__reversed__",
-    "get", "items", "keys", "values", "copy", "pop", "popitem", "setdefault", "update", "clear", "__setitem__",
-    "__delitem__"))
+for _name in ("__getitem__", "__contains__", "__iter__", "__len__", "__eq__", "__ne__", "__repr__", "__or__",
+              "__reversed__", "get", "items", "keys", "values", "copy", "pop", "popitem", "setdefault", "update",
+              "clear", "__setitem__", "__delitem__"):
+    setattr(LazySteps, _name, _loading(_name))
 
 
 @contextmanager
