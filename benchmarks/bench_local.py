@@ -65,7 +65,7 @@ def parse_setting(text: str) -> dict[str, Any]:
             raise SystemExit(f"bad setting {part!r}: expected key=value with a key among "
                              f"{[*SERVER_SETTINGS, 'max_tokens', 'constrained']}")
         value = value.strip()
-        out[key] = (bool(int(value)) if key == "constrained" else value if value == "auto" or key == "speculative"
+        out[key] = (bool(int(value)) if key == "constrained" else value if value == "auto" or key in ("speculative", "runtime")
                     else int(value))
     return out
 
@@ -157,7 +157,8 @@ def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[
             "invalid": sum(1 for s in steps if not s.get("valid")) / max(1, len(steps)),
             "capped": capped / max(1, len(last)), "worlds": len(records.worlds),
             "failed": sum(1 for w in records.worlds if w.get("failed")),
-            "threads": f"{started_with['threads']}/{started_with['threads_batch']}"}
+            "threads": f"{started_with['threads']}/{started_with['threads_batch']}",
+            "runtime": started_with["runtime"]}
 
 
 COLUMNS = (("s_world", "s/world", "{:.1f}"), ("s_call", "s/call", "{:.2f}"), ("cpu_world", "cpu s/world", "{:.1f}"),
@@ -218,14 +219,15 @@ def main() -> None:
                           f"{got['cpu_world']:.1f} cpu s/world, "
                           f"{got['calls_world']:.1f} calls/world, {got['gen_call']:.1f} gen tok/call, "
                           f"{got['uncached_call']:.0f} new prompt tok/call, {got['invalid']:.0%} unparsed, "
-                          f"{got['capped']:.0%} ran to limit, {got['failed']} failed; threads {got['threads']}, server start "
+                          f"{got['capped']:.0%} ran to limit, {got['failed']} failed; threads {got['threads']}, "
+                          f"runtime {got['runtime']}, server start "
                           f"{got['start_s']:.1f} s; load {load()}", flush=True)
         table(name, rows)
         print(f"load average after {load()}")
         first = next(iter(rows))
         result(name, statistics.median(r["s_world"] for r in rows[first]),
                statistics.median(r["s_call"] for r in rows[first]), statistics.median(r["calls_world"] for r in rows[first]),
-               first)
+               f"{first}; {'/'.join(sorted({r['runtime'] for r in rows[first]}))} llama.cpp build")
 
 
 if __name__ == "__main__":

@@ -124,3 +124,7 @@ def test_one_full_world_on_the_smallest_local_agent(write_study, tmp_path):
     assert all(s["parse"]["strict"]["valid"] for s in steps)  # constrained replies are JSON every time
     assert set(world["metrics"]) >= {"cross_agent_access", "joint_success", "valid"}
     assert verify_world(records, world["world_id"]) == []  # replays like any other world
+    (run,) = records.manifest["runs"]  # the manifest names the server's settings and the build that served
+    served = run["local_servers"][name]
+    assert served["runtime"] in ("wheel", "native") and served["threads"] >= 1
+    assert served["gguf_sha256"] == load_local_catalogue()[name].sha256 and served["xllamacpp"]

@@ -26,7 +26,7 @@ def entry(**kw) -> LocalModel:
 def test_prompt_threads_default_to_generation_threads():
     assert server_settings(entry(threads=3))["threads_batch"] == 3
     assert server_settings(entry(threads=1, threads_batch=2))["threads_batch"] == 2
-    assert set(server_settings(entry())) == set(SERVER_SETTINGS)
+    assert set(server_settings(entry())) == {*SERVER_SETTINGS, "runtime_path"}
 
 
 def test_catalogue_entries_set_every_tuned_setting():
@@ -34,7 +34,8 @@ def test_catalogue_entries_set_every_tuned_setting():
         s = server_settings(m)
         assert s["slots"] >= 4, "one slot per agent of a world, so no agent waits for another's turn"
         assert s["ctx"] >= 2048 and m.max_tokens <= 256
-        assert all(isinstance(v, int) for k, v in s.items() if k != "speculative")
+        assert all(isinstance(v, int) for k, v in s.items() if k not in ("speculative", "runtime", "runtime_path"))
+        assert m.runtime == "auto", "the build compiled for this CPU where there is one (workbench.local.runtime)"
         assert s["speculative"] == "ngram-map-k", "n-gram drafts: the same replies in fewer passes (see the catalogue)"
 
 
@@ -47,6 +48,7 @@ def test_a_bad_setting_is_refused_with_its_name(tmp_path):
 
 def test_the_server_process_gets_the_catalogue_settings(tmp_path, monkeypatch):
     pytest.importorskip("xllamacpp", reason="the [local] extra is installed by `make test`")
+    monkeypatch.setenv("WORKBENCH_RUNTIME_CACHE", str(tmp_path / "no-native-build"))
     seen: list[list[str]] = []
 
     class Exited:
@@ -65,7 +67,8 @@ def test_the_server_process_gets_the_catalogue_settings(tmp_path, monkeypatch):
     (argv,) = seen
     assert argv[1:4] == ["-m", "workbench.local.serve", str(tmp_path / "m.gguf")]
     assert json.loads(argv[-1]) == {"threads": 1, "threads_batch": 2, "slots": 6, "ctx": 1024, "batch": 256,
-                                    "ubatch": 128, "cache_ram_mib": 64, "speculative": "none"}
+                                    "ubatch": 128, "cache_ram_mib": 64, "speculative": "none", "runtime": "wheel",
+                                    "runtime_path": None}
 
 
 def test_xllamacpp_parameters_follow_the_settings():

@@ -521,14 +521,29 @@ def _cmd_lock(args: argparse.Namespace) -> int:
 def _cmd_models(args: argparse.Namespace) -> int:
     from workbench.local.catalogue import load_local_catalogue
     from workbench.local.fetch import FetchError, cache_dir, fetch, installed
+    from workbench.local.runtime import RuntimeBuildError, build, choose, cpu_key, installed_version
 
-    cache = Path(args.cache) if args.cache else None
+    cache = Path(args.cache) if getattr(args, "cache", None) else None
     if args.models_command == "list":
         print(f"local models (cache: {cache or cache_dir()}):")
         for name, m in load_local_catalogue().items():
             state = "installed" if installed(name, cache) else "not installed"
             print(f"  local/{name:<22} {m.size / 2**20:7.0f} MiB  {state:<13} {m.description}"
                   + ("" if m.agent else "  (too weak to act as an agent)"))
+        chosen = choose("auto")
+        print(f"llama.cpp runtime: xllamacpp {installed_version() or '(not installed)'}, {chosen.kind} build"
+              f" ({chosen.why})")
+        return 0
+    if args.models_command == "build-runtime":
+        print(f"compiling xllamacpp {installed_version()} for this CPU ({cpu_key()}); about 6 minutes on 2 cores",
+              file=sys.stderr)
+        try:
+            folder = build(force=args.force, jobs=args.jobs)
+        except RuntimeBuildError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"native llama.cpp build for this CPU: {folder} (local models use it where their catalogue "
+              f"entry says runtime: auto or native)")
         return 0
     try:
         path = fetch(args.name, cache=cache, force=args.force, progress=show_progress(args))
@@ -726,6 +741,7 @@ EXAMPLES = {
     "models": "workbench models fetch qwen2.5-coder-0.5b",
     "models list": "workbench models list",
     "models fetch": "workbench models fetch qwen2.5-coder-0.5b",
+    "models build-runtime": "workbench models build-runtime",
     "profiles": "workbench profiles",
     "recall": "workbench recall generate --per-domain 10 --seed 7 --out outputs/recall-scripts",
     "recall generate": "workbench recall generate --per-domain 10 --seed 7 --out outputs/recall-scripts",
@@ -871,7 +887,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_lock)
     p = _subparser(sub, "setup", help="install the Jupyter kernel spec (offline litellm settings in its env)")
     p.set_defaults(func=_cmd_setup)
-    p = _subparser(sub, "models", help="local open-weight models: list, fetch")
+    p = _subparser(sub, "models", help="local open-weight models: list, fetch, build-runtime")
     msub = p.add_subparsers(dest="models_command", required=True)
     q = _subparser(msub, "list", "models", help="what is catalogued and what is installed")
     q.add_argument("--cache", help="model cache folder (default: $WORKBENCH_MODEL_CACHE or ~/.cache/...)")
@@ -879,6 +895,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("name")
     q.add_argument("--cache")
     q.add_argument("--force", action="store_true", help="fetch again even if installed")
+    q = _subparser(msub, "build-runtime", "models",
+                   help="compile llama.cpp (the installed xllamacpp release) for this CPU: faster local models")
+    q.add_argument("--force", action="store_true", help="compile again even if built")
+    q.add_argument("--jobs", type=int, default=None, help="compiler jobs (default: the CPU count)")
     p.set_defaults(func=_cmd_models)
     p = _subparser(sub, "profiles", help="list the simulated profiles; check the twins' calibration")
     p.add_argument("--check", action="store_true",

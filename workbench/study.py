@@ -425,8 +425,10 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             await drain_detached(2.0 if summary.interrupted else 300.0)
             await aclose_clients()
         if "workbench.local.server" in sys.modules:
-            from workbench.local.server import stop_all
+            from workbench.local.server import served, stop_all
 
+            if servers := served():
+                entry["local_servers"] = servers  # settings, llama.cpp build and CPU of each
             stop_all()  # the study's local model servers end with it (also on error or Ctrl-C)
         ledger.close()
         restore_collector()

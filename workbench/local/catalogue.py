@@ -49,9 +49,13 @@ class LocalModel(BaseModel):
     speculative: Speculative = Field(
         "none", description="draft tokens looked up in the conversation's own n-grams, checked by the model "
                             "in one pass: the tokens the model would have generated, in fewer passes")
+    runtime: Literal["auto", "wheel", "native"] = Field(
+        "auto", description="the llama.cpp build that serves: native = compiled for this CPU by `workbench models "
+                            "build-runtime`; wheel = PyPI's portable build; auto = native where one was built")
 
 
-SERVER_SETTINGS = ("threads", "threads_batch", "ctx", "slots", "batch", "ubatch", "cache_ram_mib", "speculative")
+SERVER_SETTINGS = ("threads", "threads_batch", "ctx", "slots", "batch", "ubatch", "cache_ram_mib", "speculative",
+                   "runtime")
 
 
 def idle_cpus(cpus: int | None = None, load: float | None = None) -> int:
@@ -93,8 +97,13 @@ def busy_cpus(window_s: float = 0.25, stat: Path = Path("/proc/stat")) -> float:
 
 def server_settings(entry: LocalModel) -> dict[str, Any]:
     """What the server of ``entry`` is started with (see :mod:`workbench.local.serve`);
-    ``auto`` thread counts are resolved here, when the server starts."""
-    out = {k: getattr(entry, k) for k in SERVER_SETTINGS}
+    ``auto`` thread counts and runtime are resolved here, when the server starts
+    (``runtime_path``: the native build's folder, or None for the wheel)."""
+    from workbench.local.runtime import choose
+
+    out: dict[str, Any] = {k: getattr(entry, k) for k in SERVER_SETTINGS}
+    chosen = choose(entry.runtime)
+    out["runtime"], out["runtime_path"] = chosen.kind, str(chosen.path) if chosen.path else None
     if out["threads"] == "auto":
         out["threads"] = idle_cpus()
     if out["threads_batch"] is None:

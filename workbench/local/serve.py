@@ -8,6 +8,7 @@ import json
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from workbench.local.catalogue import SPECULATIVE_TYPES
@@ -34,10 +35,26 @@ def params(path: str, port: int, settings: dict[str, Any]) -> Any:
     return p
 
 
+def use_runtime(settings: dict[str, Any]) -> str:
+    """Import xllamacpp from the build the settings name (a native build's folder first on
+    the import path), and refuse to serve from any other: a study must not silently run on
+    another build than the one its server says it runs."""
+    folder = settings.get("runtime_path")
+    if folder:
+        sys.path.insert(0, folder)
+    import xllamacpp
+
+    where = Path(xllamacpp.__file__).resolve()
+    if folder and not where.is_relative_to(Path(folder).resolve()):
+        raise SystemExit(f"the native llama.cpp build in {folder} was asked for, but xllamacpp came from {where}")
+    return str(where.parent)
+
+
 def main() -> None:
+    path, port, settings = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+    print(f"xllamacpp ({settings.get('runtime', 'wheel')}) from {use_runtime(settings)}", file=sys.stderr, flush=True)
     import xllamacpp as x
 
-    path, port, settings = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     server = x.Server(params(path, port, settings))  # noqa: F841 - serves while referenced
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

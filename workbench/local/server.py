@@ -94,6 +94,16 @@ def server_for(name: str) -> LocalServer:
     return srv
 
 
+def served() -> dict[str, dict[str, Any]]:
+    """What each local server of this process was started with, for the run's manifest:
+    its settings (auto resolved), the llama.cpp build that served and the CPU it ran on
+    (a native build's floating-point sums differ from the wheel's in the last bits)."""
+    from workbench.local.runtime import cpu_key, installed_version
+
+    return {name: {**srv.settings, "xllamacpp": installed_version(), "cpu_key": cpu_key(), "gguf_sha256":
+                   srv.entry.sha256} for name, srv in _SERVERS.items() if srv.settings}
+
+
 def stop_all() -> None:
     for srv in list(_SERVERS.values()):
         srv.stop()
