@@ -16,9 +16,14 @@ before and after, since the machine is shared.
 
 A setting is ``key=value,...`` with keys among the catalogue's server settings
 (threads and threads_batch, a number or ``auto``; slots, ctx, batch, ubatch,
-cache_ram_mib; speculative: none, ngram-simple or ngram-map-k), ``max_tokens``
-(the cell's sampling; default: the catalogue's) and ``constrained`` (0/1: a JSON schema
-of the operations as response_format, which the server applies as a grammar).
+cache_ram_mib; speculative: none, ngram-simple or ngram-map-k; runtime: auto, wheel or
+native, the llama.cpp build), ``max_tokens`` (the cell's sampling; default: the
+catalogue's), ``constrained`` (0/1: a JSON schema of the operations as
+response_format, which the server applies as a grammar) and ``concurrency`` (worlds
+in flight; default 1).
+
+Below each measurement: each world's own clock and calls, and a 95 % interval for the
+mean world, so that a figure near its target can be read against the spread.
 
 Targets (issue 17): a Qwen2.5-Coder-0.5B world <= 8 s, a 1.5B world <= 40 s (2 cores).
 Run: python benchmarks/bench_local.py [--worlds N] [--constrained] [--set threads=1,slots=4]
@@ -53,6 +58,9 @@ SWEEP = ("catalogue;threads=1;threads=2;threads=2,threads_batch=2,slots=2;max_to
          "constrained=1")
 
 
+STUDY_SETTINGS = ("max_tokens", "constrained", "concurrency")  # the study's, not the server's
+
+
 def parse_setting(text: str) -> dict[str, Any]:
     """``key=value,key=value`` (or ``catalogue``: the catalogue's own settings) as a dict."""
     out: dict[str, Any] = {}
@@ -61,9 +69,9 @@ def parse_setting(text: str) -> dict[str, Any]:
     for part in text.split(","):
         key, sep, value = part.partition("=")
         key = key.strip()
-        if not sep or (key not in SERVER_SETTINGS and key not in ("max_tokens", "constrained")):
+        if not sep or (key not in SERVER_SETTINGS and key not in STUDY_SETTINGS):
             raise SystemExit(f"bad setting {part!r}: expected key=value with a key among "
-                             f"{[*SERVER_SETTINGS, 'max_tokens', 'constrained']}")
+                             f"{[*SERVER_SETTINGS, *STUDY_SETTINGS]}")
         value = value.strip()
         out[key] = (bool(int(value)) if key == "constrained" else value if value == "auto" or key in ("speculative", "runtime")
                     else int(value))
@@ -126,7 +134,7 @@ def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[
         if "max_tokens" in setting:
             sampling["max_tokens"] = setting["max_tokens"]
         spec = {"world": "stigmergy", "name": "bench-local", "seed": 3, "worlds_per_cell": worlds,
-                "concurrency": 1, "cells": [{"model": f"local/{name}",
+                "concurrency": setting.get("concurrency", 1), "cells": [{"model": f"local/{name}",
                                              "constrained": bool(setting.get("constrained", False))}],
                 "defaults": {"prompts": str(ROOT / "params/prompts/stigmergy"), "scheduler": "lockstep",
                              "max_steps": 12, "sampling": sampling}}
@@ -157,6 +165,8 @@ def measure(name: str, setting: dict[str, Any], worlds: int, tmp: Path) -> dict[
             "invalid": sum(1 for s in steps if not s.get("valid")) / max(1, len(steps)),
             "capped": capped / max(1, len(last)), "worlds": len(records.worlds),
             "failed": sum(1 for w in records.worlds if w.get("failed")),
+            "world_s": [float(w.get("clock_end") or 0.0) for w in records.worlds],
+            "world_calls": [int(w.get("n_steps") or 0) for w in records.worlds],
             "threads": f"{started_with['threads']}/{started_with['threads_batch']}",
             "runtime": started_with["runtime"]}
 
@@ -176,6 +186,19 @@ def table(name: str, rows: dict[str, list[dict[str, Any]]]) -> None:
         print(f"{key:<44}{cells}   {every} s")
 
 
+def spread(got: dict[str, Any]) -> str:
+    """How much the worlds of one measurement differ: their own clocks (first call to
+    last reply) and calls, and a normal 95 % interval for their mean (a world's length
+    is the model's doing, so the figure needs several worlds to mean anything)."""
+    secs, calls = got["world_s"], got["world_calls"]
+    if not secs:
+        return "no worlds"
+    half = 1.96 * statistics.stdev(secs) / len(secs) ** 0.5 if len(secs) > 1 else float("nan")
+    mean = statistics.fmean(secs)
+    return (f"per world: {mean:.1f} s (95 % interval of the mean {mean - half:.1f}-{mean + half:.1f} s, n={len(secs)}), "
+            f"each {' '.join(f'{x:.1f}' for x in secs)} s; calls {' '.join(str(c) for c in calls)}")
+
+
 def result(name: str, per_world: float, per_call: float, calls: float, what: str) -> None:
     limit = next((v for k, v in TARGETS.items() if k in name), None)
     print(f"RESULT name=local-{name} figure=s_per_world:{per_world:.1f} reference=- ratio=- "
@@ -186,7 +209,8 @@ def result(name: str, per_world: float, per_call: float, calls: float, what: str
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worlds", type=int, default=2, help="worlds per measurement")
+    ap.add_argument("--worlds", type=int, default=8, help="worlds per measurement (one study; its first world "
+                                                           "pays for the cold prompt cache)")
     ap.add_argument("--constrained", action="store_true")
     ap.add_argument("--set", default="", help="one setting instead of the catalogue's: key=value,...")
     ap.add_argument("--sweep", action="store_true", help="alternate settings over rounds, print medians")
@@ -222,6 +246,7 @@ def main() -> None:
                           f"{got['capped']:.0%} ran to limit, {got['failed']} failed; threads {got['threads']}, "
                           f"runtime {got['runtime']}, server start "
                           f"{got['start_s']:.1f} s; load {load()}", flush=True)
+                    print(f"    {spread(got)}", flush=True)
         table(name, rows)
         print(f"load average after {load()}")
         first = next(iter(rows))
