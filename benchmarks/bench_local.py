@@ -54,6 +54,10 @@ from workbench.records import load_run  # noqa: E402
 from workbench.study import run_study  # noqa: E402
 
 TARGETS = {"0.5b": 8.0, "1.5b": 40.0}  # issue 17's seconds per world
+# worlds per measurement unless --worlds says: about two to four minutes each on 2 cores. The
+# worlds of one setting took 3 to 12 s (0.5B) and 14 to 45 s (1.5B): 16 and 8 worlds put the
+# mean within about +-1 s and +-8 s (95 %)
+WORLDS = {"0.5b": 16, "1.5b": 8}
 SWEEP = ("catalogue;threads=1;threads=2;threads=2,threads_batch=2,slots=2;max_tokens=96;max_tokens=48;"
          "constrained=1")
 
@@ -209,8 +213,8 @@ def result(name: str, per_world: float, per_call: float, calls: float, what: str
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--worlds", type=int, default=8, help="worlds per measurement (one study; its first world "
-                                                           "pays for the cold prompt cache)")
+    ap.add_argument("--worlds", type=int, default=None, help="worlds per measurement (one study; its first world "
+                                                              f"pays for the cold prompt cache); default {WORLDS}, else 8")
     ap.add_argument("--constrained", action="store_true")
     ap.add_argument("--set", default="", help="one setting instead of the catalogue's: key=value,...")
     ap.add_argument("--sweep", action="store_true", help="alternate settings over rounds, print medians")
@@ -237,7 +241,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(args.rounds if args.sweep else 1):
                 for key, s in settings.items():
-                    got = measure(name, s, args.worlds, Path(tmp))
+                    worlds = args.worlds or next((v for k, v in WORLDS.items() if k in name), 8)
+                    got = measure(name, s, worlds, Path(tmp))
                     rows[key].append(got)
                     print(f"  round {r + 1} {key}: {got['s_world']:.1f} s/world ({got['s_call']:.2f} s/call), "
                           f"{got['cpu_world']:.1f} cpu s/world, "
