@@ -115,6 +115,34 @@ def bare_client(url: str, plan: list[list[list[dict]]], concurrency: int) -> flo
     return asyncio.run(run())
 
 
+def measure(args: argparse.Namespace, server: FakeOpenAIProcess, tmp: Path) -> dict:
+    """One run of the study against the server, then the bare loop with the same calls."""
+    spec = {"world": "stigmergy", "name": "bench-litellm", "seed": 5, "worlds_per_cell": args.worlds,
+            "concurrency": args.concurrency,
+            "defaults": {"prompts": str(ROOT / "params/prompts/stigmergy"), "scheduler": args.scheduler},
+            "cells": [{"model": "local-fake"}]}
+    path = tmp / "bench.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    study = load_study(path)
+    t0, c0 = time.perf_counter(), time.process_time()
+    summary = run_study(study, tmp / "run", progress=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    worlds = [json.loads(x) for x in (tmp / "run" / "worlds.jsonl").read_text().splitlines()]
+    steps = [json.loads(x) for x in (tmp / "run" / "steps.jsonl").read_text().splitlines()]
+    by_world: dict[str, list[dict]] = defaultdict(list)
+    for s in steps:
+        by_world[s["world_id"]].append(s)
+    plan = [bodies_of(w, by_world[w["world_id"]]) for w in sorted(worlds, key=lambda w: w["world_index"])]
+    bare_s = bare_client(server.url, plan, args.concurrency)
+    calls: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for s in steps:
+        calls[s["world_id"]][s["agent"]] += 1
+    order = sorted(worlds, key=lambda w: w["world_index"])
+    ideal = list_schedule([max(calls[w["world_id"]].values()) * args.delay for w in order], args.concurrency)
+    return {"wall": wall, "cpu": cpu, "summary": summary, "worlds": worlds, "steps": steps, "order": order,
+            "calls": calls, "bare_s": bare_s, "ideal": ideal, "ratio": ideal / wall}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worlds", type=int, default=50)
@@ -123,6 +151,9 @@ def main() -> None:
     ap.add_argument("--scheduler", default="async", choices=["async", "lockstep"])
     ap.add_argument("--transport", default="auto", choices=["auto", "litellm"],
                     help="the catalogue entry's transport: auto (lean path where it applies) or litellm")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs, each followed by the bare loop; the median run is reported (a 3.5 s run on 2 "
+                         "cores shared with the server process moved by 4 %% from one make bench to the next)")
     args = ap.parse_args()
 
     server = FakeOpenAIProcess(delay_s=args.delay, responder=responder).start()  # its own process: no shared GIL
@@ -133,48 +164,37 @@ def main() -> None:
     t_imp = time.perf_counter()
     get_litellm()  # the one-off import (3-9 s) is not part of the run
     t_imp = time.perf_counter() - t_imp
+    runs = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            spec = {"world": "stigmergy", "name": "bench-litellm", "seed": 5, "worlds_per_cell": args.worlds,
-                    "concurrency": args.concurrency,
-                    "defaults": {"prompts": str(ROOT / "params/prompts/stigmergy"), "scheduler": args.scheduler},
-                    "cells": [{"model": "local-fake"}]}
-            path = Path(tmp) / "bench.yaml"
-            path.write_text(yaml.safe_dump(spec))
             catalogue = yaml.safe_load((ROOT / "params/models.yaml").read_text())
             catalogue["models"]["local-fake"]["transport"] = args.transport
             (Path(tmp) / "models.yaml").write_text(yaml.safe_dump(catalogue))
             os.environ["WORKBENCH_MODELS"] = str(Path(tmp) / "models.yaml")
-            study = load_study(path)
             from workbench.models.catalogue import load_catalogue
             from workbench.models.litellm_client.keys import _api_base
             from workbench.models.litellm_client.lean import lean_eligible
 
             fake_entry = load_catalogue().get("local-fake")
             path_taken = "lean (aiohttp POST)" if lean_eligible(fake_entry, _api_base(fake_entry)) else "litellm"
-            t0, c0 = time.perf_counter(), time.process_time()
-            summary = run_study(study, Path(tmp) / "run", progress=False)
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            worlds = [json.loads(x) for x in (Path(tmp) / "run" / "worlds.jsonl").read_text().splitlines()]
-            steps = [json.loads(x) for x in (Path(tmp) / "run" / "steps.jsonl").read_text().splitlines()]
-            by_world: dict[str, list[dict]] = defaultdict(list)
-            for s in steps:
-                by_world[s["world_id"]].append(s)
-            plan = [bodies_of(w, by_world[w["world_id"]]) for w in sorted(worlds, key=lambda w: w["world_index"])]
-            bare_s = bare_client(server.url, plan, args.concurrency)
+            for k in range(args.repeats):
+                (Path(tmp) / str(k)).mkdir()
+                runs.append(measure(args, server, Path(tmp) / str(k)))
+                print(f"run {k + 1}: wall {runs[-1]['wall']:.3f} s, ideal {runs[-1]['ideal']:.3f} s, "
+                      f"ratio {runs[-1]['ratio']:.3f}; bare loop {runs[-1]['bare_s']:.3f} s", flush=True)
     finally:
         server.stop()
 
-    calls: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    run = sorted(runs, key=lambda r: r["ratio"])[len(runs) // 2]  # the median run, with its own details
+    wall, cpu, steps, worlds, order, ideal, bare_s = (run[k] for k in ("wall", "cpu", "steps", "worlds", "order",
+                                                                         "ideal", "bare_s"))
+    summary, calls = run["summary"], run["calls"]
     measured: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     attempts = 0
     for s in steps:
-        calls[s["world_id"]][s["agent"]] += 1
         measured[s["world_id"]][s["agent"]] += s["reply"]["latency_s"]
         attempts += len(s["reply"]["attempts"])
-    order = sorted(worlds, key=lambda w: w["world_index"])
     chains = [max(calls[w["world_id"]].values()) * args.delay for w in order]
-    ideal = list_schedule(chains, args.concurrency)
     measured_chains = [max(measured[w["world_id"]].values()) for w in order]
     ideal_measured = list_schedule(measured_chains, args.concurrency)
     failed = sum(1 for w in worlds if w["failed"])
@@ -184,8 +204,10 @@ def main() -> None:
 
     print(f"litellm bench: {summary.finished} worlds ({failed} failed), {len(steps)} calls, {attempts} attempts, "
           f"server delay {args.delay * 1000:.0f} ms, concurrency {args.concurrency}, scheduler {args.scheduler}")
-    print(f"litellm import (excluded): {t_imp:.2f} s; requests the server saw: {server.count}; "
-          f"request path: {path_taken} (--transport {args.transport})")
+    print(f"litellm import (excluded): {t_imp:.2f} s; requests the server saw: {server.count} in {len(runs)} runs "
+          f"and their bare loops; request path: {path_taken} (--transport {args.transport})")
+    ratios = [f"{r['ratio']:.3f}" for r in runs]
+    print(f"the median of {len(runs)} runs by ratio (ratios {' '.join(ratios)}):")
     print(f"wall time              {wall:7.3f} s   (runner's own wall_s {summary.wall_s:.3f} s)")
     print(f"critical-path ideal    {ideal:7.3f} s   (longest chain per world x {args.delay * 1000:.0f} ms, "
           f"list-scheduled on {args.concurrency} slots)")
@@ -201,7 +223,8 @@ def main() -> None:
           f"target=ratio>=0.90 met={'yes' if ideal / wall >= 0.9 else 'no'} "
           f"cpu_ms_per_call={1000 * cpu / max(1, len(steps)):.2f} transport={args.transport} "
           f"path={path_taken.split()[0]} calls={len(steps)} failed_worlds={failed} "
-          f"floor=bare_aiohttp_s:{bare_s:.3f} floor_ratio={ideal / bare_s:.3f} vs_floor={wall / bare_s:.2f}")
+          f"floor=bare_aiohttp_s:{bare_s:.3f} floor_ratio={ideal / bare_s:.3f} vs_floor={wall / bare_s:.2f} "
+          f"runs={len(runs)} ratios={','.join(ratios)}")
 
 
 if __name__ == "__main__":
