@@ -5,8 +5,8 @@ settings or a sweep of settings (issue 17, part 4).
 One measurement = a fresh server with the setting, then ``--worlds`` shared-store worlds
 (4 agents, lockstep, 12 steps at most, temperature 0.7) run one after the other; the
 figure is wall seconds per world (the first world pays for the cold prompt cache, as in
-any study). At temperature 0.7 a world's length varies more than settings move it (6 to
-17 calls per world in the same setting), so seconds per call is printed beside it: the
+any study). At temperature 0.7 a world's length varies more than settings move it (4 to
+38 calls per world of the 0.5B in the same setting), so seconds per call is printed beside it: the
 figure that compares settings. Beside them: the server's CPU seconds per world (user + system, all threads:
 less sensitive to other processes on a shared machine than wall time), calls per world,
 generated tokens per call, prompt tokens processed (not cached) per call, the share of

@@ -72,7 +72,7 @@ def test_server_settings_name_the_build_that_serves(root):
         LocalModel(name="m", packages=["p==1"], size=1, sha256="0" * 64, runtime="fastest")
 
 
-def _import_as_server(tmp_path: Path, settings: dict) -> subprocess.CompletedProcess:
+def _import_as_server(settings: dict) -> subprocess.CompletedProcess:
     code = ("import json, sys; from workbench.local.serve import use_runtime; "
             "print(use_runtime(json.loads(sys.argv[1]))); import xllamacpp; print(getattr(xllamacpp, 'BUILD', 'wheel'))")
     return subprocess.run([sys.executable, "-c", code, json.dumps(settings)], capture_output=True, text=True,
@@ -81,7 +81,7 @@ def _import_as_server(tmp_path: Path, settings: dict) -> subprocess.CompletedPro
 
 def test_the_server_imports_the_build_its_settings_name(tmp_path):
     mine = fake_build(tmp_path / "native")
-    out = _import_as_server(tmp_path, {"runtime": "native", "runtime_path": str(mine)})
+    out = _import_as_server({"runtime": "native", "runtime_path": str(mine)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == [str((mine / R.PACKAGE).resolve()), "fake native"]
 
@@ -90,7 +90,7 @@ def test_the_server_refuses_to_serve_from_another_build(tmp_path):
     pytest.importorskip("xllamacpp", reason="the [local] extra is installed by `make test`")
     empty = tmp_path / "no-build-here"
     empty.mkdir()
-    out = _import_as_server(tmp_path, {"runtime": "native", "runtime_path": str(empty)})
+    out = _import_as_server({"runtime": "native", "runtime_path": str(empty)})
     assert out.returncode != 0
     assert f"native llama.cpp build in {empty} was asked for" in out.stderr
 
@@ -127,3 +127,19 @@ def test_a_failed_build_says_why_and_leaves_nothing(root, monkeypatch):
         R.build()
     assert R.choose("auto").kind == "wheel"
     assert not R.native_dir("1.2.3").exists()
+
+
+def test_the_command_line_builds_and_lists_the_runtime(root, monkeypatch, capsys):
+    from workbench.cli import main
+
+    monkeypatch.setattr(R, "build", lambda **kw: (_ for _ in ()).throw(R.RuntimeBuildError("no compiler here")))
+    assert main(["models", "build-runtime"]) == 2
+    assert "error: no compiler here" in capsys.readouterr().err
+    assert main(["models", "list"]) == 0
+    assert "wheel build (no native build for this CPU" in capsys.readouterr().out
+    fake_build(R.native_dir("1.2.3"))
+    monkeypatch.setattr(R, "build", lambda **kw: R.native_dir("1.2.3"))
+    assert main(["models", "build-runtime"]) == 0
+    assert str(R.native_dir("1.2.3")) in capsys.readouterr().out
+    assert main(["models", "list"]) == 0
+    assert "native build (built for this CPU" in capsys.readouterr().out

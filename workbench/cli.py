@@ -523,17 +523,6 @@ def _cmd_models(args: argparse.Namespace) -> int:
     from workbench.local.fetch import FetchError, cache_dir, fetch, installed
     from workbench.local.runtime import RuntimeBuildError, build, choose, cpu_key, installed_version
 
-    cache = Path(args.cache) if getattr(args, "cache", None) else None
-    if args.models_command == "list":
-        print(f"local models (cache: {cache or cache_dir()}):")
-        for name, m in load_local_catalogue().items():
-            state = "installed" if installed(name, cache) else "not installed"
-            print(f"  local/{name:<22} {m.size / 2**20:7.0f} MiB  {state:<13} {m.description}"
-                  + ("" if m.agent else "  (too weak to act as an agent)"))
-        chosen = choose("auto")
-        print(f"llama.cpp runtime: xllamacpp {installed_version() or '(not installed)'}, {chosen.kind} build"
-              f" ({chosen.why})")
-        return 0
     if args.models_command == "build-runtime":
         print(f"compiling xllamacpp {installed_version()} for this CPU ({cpu_key()}); about 6 minutes on 2 cores",
               file=sys.stderr)
@@ -544,6 +533,17 @@ def _cmd_models(args: argparse.Namespace) -> int:
             return 2
         print(f"native llama.cpp build for this CPU: {folder} (local models use it where their catalogue "
               f"entry says runtime: auto or native)")
+        return 0
+    cache = Path(args.cache) if args.cache else None
+    if args.models_command == "list":
+        print(f"local models (cache: {cache or cache_dir()}):")
+        for name, m in load_local_catalogue().items():
+            state = "installed" if installed(name, cache) else "not installed"
+            print(f"  local/{name:<22} {m.size / 2**20:7.0f} MiB  {state:<13} {m.description}"
+                  + ("" if m.agent else "  (too weak to act as an agent)"))
+        chosen = choose("auto")
+        print(f"llama.cpp runtime: xllamacpp {installed_version() or '(not installed)'}, {chosen.kind} build"
+              f" ({chosen.why})")
         return 0
     try:
         path = fetch(args.name, cache=cache, force=args.force, progress=show_progress(args))

@@ -5,8 +5,9 @@ Why a second build: PyPI's wheel is compiled for any x86-64 with AVX2 (its relea
 builds turn llama.cpp's GGML_NATIVE off), so a CPU with AVX-512 and VNNI runs the
 quantised matrix products on half-width vectors. The same source release (the sdist of
 the installed version), compiled with GGML_NATIVE, served the same recorded 0.5B
-requests at temperature 0 with prompts read 34 % faster and tokens generated 11 %
-faster on a 2-core AMD EPYC with AVX-512 (benchmarks/bench_local_replay.py).
+requests at temperature 0 with prompts read 34 % faster and tokens generated 8-11 %
+faster on a 2-core AMD EPYC with AVX-512 (benchmarks/bench_local_replay.py; 26 % and
+9 % on the 1.5B). Generation gains least: it is bound by memory traffic, not by vectors.
 
 Why it lives outside the virtual environment, under a key of the CPU: a binary built
 with ``-march=native`` dies of an illegal instruction on a CPU that lacks one of its
@@ -15,8 +16,8 @@ build is used only where the CPU's key and the installed xllamacpp version (henc
 Python API) are the ones it was built for; anywhere else the wheel serves.
 
 The two builds give the same replies in distribution but not bit for bit (float sums
-in another order), so the server states which one served (its settings, logged and
-printed by the benchmarks)."""
+in another order), so each run's manifest names the build that served (its
+``local_servers``, from :func:`workbench.local.server.served`)."""
 from __future__ import annotations
 
 import hashlib
