@@ -2,18 +2,24 @@
 
 It exists to prove the kind interface: registered through the registry (no
 package file names it), it must validate, run, resume, replay, score, lock and
-be reported on like the shipped kinds."""
+be reported on like the shipped kinds, and bring its own surfaces through the
+kind's hooks: a page in the world browser (every turn's prompt and reply) and a
+subcommand (``workbench echo words RUN_DIR``: the words echoed per cell)."""
 from __future__ import annotations
 
+import argparse
+import html
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from workbench.kinds import WorldContext, WorldKind, WorldOutcome, register_kind, unregister_kind
+from workbench.kinds.base import KindCommand, Section
 from workbench.models.base import ModelRequest
 from workbench.templates import template_set
-from workbench.worlds import WorldContext, WorldKind, WorldOutcome, register_kind, unregister_kind
 
 PROMPTS = Path(__file__).resolve().parent / "echo"
 
@@ -64,6 +70,32 @@ class EchoKind(WorldKind):
         frame = pd.DataFrame(rows).groupby("cell_id", as_index=False).sum() if rows else pd.DataFrame()
         frame.attrs = {"title": "Echo turns per cell"}
         return {"echo": frame}
+
+    def world_page(self, records: Any, world: dict[str, Any], steps: list[dict[str, Any]]) -> list[Section]:
+        rows = "".join(f"<tr><td>{s['seq']}</td><td>{html.escape(s['request']['prompt'])}</td>"
+                       f"<td>{html.escape(s['reply'].get('text') or '')}</td></tr>" for s in steps)
+        return [("Echo turns", f"<table class='echo-turns'><tr><th>turn</th><th>prompt</th><th>reply</th></tr>{rows}</table>")]
+
+    def commands(self) -> list[KindCommand]:
+        return [KindCommand("words", "print the words echoed in each cell of a run directory",
+                            "workbench echo words outputs/echo", _configure_words, _words)]
+
+
+def _configure_words(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="run directory of an echo study")
+
+
+def _words(args: argparse.Namespace) -> int:
+    from workbench.records import load_run
+
+    records = load_run(args.dir)
+    per_cell: dict[str, Counter[str]] = {}
+    for world_id, steps in sorted(records.steps.items()):
+        cell = next(w["cell_id"] for w in records.worlds if w["world_id"] == world_id)
+        per_cell.setdefault(cell, Counter()).update(s["reply"]["text"] for s in steps)
+    for cell, words in sorted(per_cell.items()):
+        print(cell, " ".join(f"{w}={n}" for w, n in sorted(words.items())))
+    return 0
 
 
 KIND = EchoKind()

@@ -185,16 +185,15 @@ def _noisy_notebook(folder, fail: bool) -> None:
 
 
 def test_kernel_output_goes_to_stderr_never_stdout_and_its_noise_only_shows_on_failure(tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(notebooks, "NOTEBOOK_DIR", tmp_path)
     _noisy_notebook(tmp_path, fail=False)
     _noisy_notebook(tmp_path, fail=True)
-    notebooks.execute("noisy", tmp_path / "out" / "noisy.ipynb", {"x": 2}, timeout_s=120)
+    notebooks.execute(tmp_path / "noisy.ipynb", tmp_path / "out" / "noisy.ipynb", {"x": 2}, timeout_s=120)
     out = capfd.readouterr()
     assert "KeyboardInterrupt" not in out.err
     assert "kernel-fd1-marker" in out.err and "kernel-fd1-marker" not in out.out  # anything else: to stderr
 
     with pytest.raises(notebooks.NotebookError, match="ValueError: boom"):
-        notebooks.execute("noisy-fail", tmp_path / "out" / "noisy-fail.ipynb", {"x": 2}, timeout_s=120)
+        notebooks.execute(tmp_path / "noisy-fail.ipynb", tmp_path / "out" / "noisy-fail.ipynb", {"x": 2}, timeout_s=120)
     out = capfd.readouterr()
     assert "KeyboardInterrupt caught in kernel" in out.err and "kernel-fd1-marker" in out.err
     assert "kernel-fd1-marker" not in out.out

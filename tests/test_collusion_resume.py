@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from tests.test_collusion_world import PROMPTS, factory, script
+from workbench.kinds import WorldContext, WorldOutcome
 from workbench.models.base import ModelRequest
-from workbench.worlds import WorldContext, WorldOutcome
 from workbench.worlds import collusion as K
 from workbench.worlds.collusion import world_checkpoint as CK
 from workbench.worlds.collusion.spec import CollusionCell

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from workbench.kinds import WorldContext
 from workbench.models.factory import make_client
-from workbench.worlds import WorldContext
 from workbench.worlds import collusion as K
 from workbench.worlds.collusion import tasks as T
 from workbench.worlds.collusion.spec import CollusionCell

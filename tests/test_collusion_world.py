@@ -19,8 +19,8 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from tests.fake_openai import FAKE_KEY, Action, FakeOpenAI, route_litellm_to  # noqa: E402
+from workbench.kinds import WorldContext, WorldOutcome  # noqa: E402
 from workbench.models.factory import make_client  # noqa: E402
-from workbench.worlds import WorldContext, WorldOutcome  # noqa: E402
 from workbench.worlds import collusion as K  # noqa: E402
 from workbench.worlds.collusion import controlled as C  # noqa: E402
 from workbench.worlds.collusion.simulated import CollusionSimClient, get_profile  # noqa: E402

@@ -69,7 +69,7 @@ def test_a_kind_needs_no_package_file():
 
 def test_a_kind_named_in_the_variable_is_found_and_a_bad_entry_is_named(monkeypatch):
     from workbench.errors import InputError
-    from workbench.worlds import get_kind, kind_names
+    from workbench.kinds import get_kind, kind_names
 
     monkeypatch.setenv("WORKBENCH_KINDS", "echo=tests.echo_kind:KIND")
     assert "echo" in kind_names() and get_kind("echo").name == "echo"
@@ -85,3 +85,24 @@ def test_unknown_kind_names_the_registered_ones(tmp_path):
     path.write_text(yaml.safe_dump({"world": "nope", "name": "x", "seed": 1, "worlds_per_cell": 1, "cells": [{}]}))
     with pytest.raises(ParamsError, match="collusion.*recall.*stigmergy"):
         load_study(path)
+
+
+def test_a_kind_brings_its_own_subcommand(echo, tmp_path, capsys):
+    """`workbench echo words DIR` comes from the echo kind's commands hook; no package file names it,
+    and `workbench --help` lists it beside the shipped kinds' (recall)."""
+    from workbench.cli import main
+
+    out = tmp_path / "run"
+    assert main(["-q", "run", str(echo), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["echo", "words", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all("hello=3" in ln and "again=3" in ln for ln in lines)  # 3 worlds per cell
+    assert sum("bye=3" in ln for ln in lines) == 1  # only the 3-step cell reaches the third word
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    assert "{run," in listed.replace(" ", "") and ",recall" in listed and ",echo" in listed
+    with pytest.raises(SystemExit) as exc:
+        main(["echo", "nope"])
+    assert exc.value.code == 2

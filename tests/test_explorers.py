@@ -82,7 +82,7 @@ def stigmergy_study(tmp_path: Path) -> Path:
 
 
 def test_a_changed_dropdown_leaves_nothing_of_the_previous_world(stigmergy_study: Path) -> None:
-    from workbench.worlds.stigmergy.explorer import VIEWS, WorldExplorer
+    from workbench.explorers.stigmergy import VIEWS, WorldExplorer
 
     ex = WorldExplorer.from_study(stigmergy_study)
     old = ex.world["world_id"]
@@ -100,7 +100,7 @@ def test_a_changed_dropdown_leaves_nothing_of_the_previous_world(stigmergy_study
 
 
 def test_world_size_and_open_question_factors_are_widgets(stigmergy_study: Path) -> None:
-    from workbench.worlds.stigmergy.explorer import WorldExplorer
+    from workbench.explorers.stigmergy import WorldExplorer
 
     ex = WorldExplorer.from_study(stigmergy_study)
     assert len(ex.world["agents"]) == 4
@@ -116,7 +116,7 @@ def test_world_size_and_open_question_factors_are_widgets(stigmergy_study: Path)
 
 
 def test_a_label_is_dropped_once_the_settings_leave_its_cell(stigmergy_study: Path) -> None:
-    from workbench.worlds.stigmergy.explorer import WorldExplorer
+    from workbench.explorers.stigmergy import WorldExplorer
 
     ex = WorldExplorer.from_study(stigmergy_study, cell=1)
     assert ex.world["cell_label"] == "no store at all"
@@ -127,7 +127,7 @@ def test_a_label_is_dropped_once_the_settings_leave_its_cell(stigmergy_study: Pa
 
 
 def test_the_step_slider_moves_the_highlight_and_the_store_together(stigmergy_study: Path) -> None:
-    from workbench.worlds.stigmergy.explorer import WorldExplorer
+    from workbench.explorers.stigmergy import WorldExplorer
 
     ex = WorldExplorer.from_study(stigmergy_study)
     writes = [i for i, s in enumerate(ex.steps) if (s.get("op") or {}).get("op") == "write"]
@@ -148,7 +148,7 @@ def test_the_step_slider_moves_the_highlight_and_the_store_together(stigmergy_st
 
 
 def test_a_real_model_runs_only_when_run_is_pressed(stigmergy_study: Path, monkeypatch) -> None:  # noqa: ANN001
-    from workbench.worlds.stigmergy.explorer import WorldExplorer
+    from workbench.explorers.stigmergy import WorldExplorer
 
     ex = WorldExplorer.from_study(stigmergy_study)
     options = ex.controls["model"].options
@@ -169,7 +169,7 @@ def test_a_real_model_runs_only_when_run_is_pressed(stigmergy_study: Path, monke
 
 def test_a_simulated_route_reruns_at_once_and_an_error_is_shown_not_raised(stigmergy_study: Path,
                                                                             monkeypatch) -> None:  # noqa: ANN001
-    from workbench.worlds.stigmergy.explorer import WorldExplorer
+    from workbench.explorers.stigmergy import WorldExplorer
 
     ex = WorldExplorer.from_study(stigmergy_study)
     old = ex.world["world_id"]
@@ -182,7 +182,7 @@ def test_a_simulated_route_reruns_at_once_and_an_error_is_shown_not_raised(stigm
 
 
 def test_model_text_is_escaped_in_every_view(stigmergy_study: Path) -> None:
-    from workbench.worlds.stigmergy.explorer import WorldExplorer
+    from workbench.explorers.stigmergy import WorldExplorer
 
     ex = WorldExplorer.from_study(stigmergy_study, cell=2)
     reads = [i for i, s in enumerate(ex.steps) if (s.get("op") or {}).get("op") == "read"]
@@ -193,8 +193,8 @@ def test_model_text_is_escaped_in_every_view(stigmergy_study: Path) -> None:
 
 def test_a_recorded_world_opens_from_a_run_directory(stigmergy_study: Path, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     import workbench.study
+    from workbench.explorers.stigmergy import RecordedWorldExplorer, open_explorer
     from workbench.params import load_study
-    from workbench.worlds.stigmergy.explorer import RecordedWorldExplorer, open_explorer
 
     study = load_study(stigmergy_study)
     workbench.study.run_study(study, tmp_path / "run", progress=False)
@@ -217,7 +217,7 @@ def test_a_recorded_world_opens_from_a_run_directory(stigmergy_study: Path, tmp_
 
 
 def test_a_missing_run_directory_names_the_command(tmp_path: Path) -> None:
-    from workbench.worlds.stigmergy.explorer import Missing, open_explorer
+    from workbench.explorers.stigmergy import Missing, open_explorer
 
     ex = open_explorer(run_dir=tmp_path / "nothing-here")
     assert isinstance(ex, Missing) and "workbench run params/smoke.yaml" in ex.widget.value
@@ -225,7 +225,7 @@ def test_a_missing_run_directory_names_the_command(tmp_path: Path) -> None:
 
 
 def test_the_text_form_says_what_the_widget_showed(stigmergy_study: Path) -> None:
-    from workbench.worlds.stigmergy.explorer import WorldExplorer
+    from workbench.explorers.stigmergy import WorldExplorer
 
     ex = WorldExplorer.from_study(stigmergy_study)
     bundle = ex._repr_mimebundle_()
@@ -245,7 +245,7 @@ def recall_path(tmp_path: Path) -> Path:
 
 
 def test_recall_a_changed_dropdown_leaves_nothing_of_the_previous_world(recall_path: Path) -> None:
-    from workbench.worlds.recall.explorer import VIEWS, RecallExplorer
+    from workbench.explorers.recall import VIEWS, RecallExplorer
 
     ex = RecallExplorer(recall_path, script_id="legal_test_01", condition="naive", model="sim-recall/trusting")
     old = ex.world["world_id"]
@@ -265,7 +265,7 @@ def test_recall_a_changed_dropdown_leaves_nothing_of_the_previous_world(recall_p
 
 
 def test_recall_the_turn_slider_moves_the_highlight_and_the_memory_together(recall_path: Path) -> None:
-    from workbench.worlds.recall.explorer import RecallExplorer, memory_at_turn
+    from workbench.explorers.recall import RecallExplorer, memory_at_turn
 
     ex = RecallExplorer(recall_path, cell=1)
     removals = [r for r in ex.world["memory_log"] if r["removed"]]
@@ -288,7 +288,7 @@ def test_recall_the_turn_slider_moves_the_highlight_and_the_memory_together(reca
 
 
 def test_recall_a_real_model_runs_only_when_run_is_pressed(recall_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    from workbench.worlds.recall.explorer import RecallExplorer
+    from workbench.explorers.recall import RecallExplorer
 
     ex = RecallExplorer(recall_path, cell=0)
     calls = count_runs(monkeypatch)
@@ -303,9 +303,9 @@ def test_recall_a_real_model_runs_only_when_run_is_pressed(recall_path: Path, mo
 
 
 def test_recall_a_recorded_world_opens_from_a_run_directory(recall_path: Path, tmp_path: Path) -> None:
+    from workbench.explorers.recall import Missing, RecordedRecallExplorer, open_explorer
     from workbench.params import load_study
     from workbench.study import run_study
-    from workbench.worlds.recall.explorer import Missing, RecordedRecallExplorer, open_explorer
 
     assert isinstance(open_explorer(run_dir=tmp_path / "none"), Missing)
     run_study(load_study(recall_path), tmp_path / "run", progress=False)
@@ -320,7 +320,7 @@ def test_recall_a_recorded_world_opens_from_a_run_directory(recall_path: Path, t
 
 def test_recall_script_and_model_text_is_escaped(tmp_path: Path) -> None:
     from tests.test_recall_world import SCRIPTED, legal_script, recall_study
-    from workbench.worlds.recall.explorer import RecallExplorer
+    from workbench.explorers.recall import RecallExplorer
 
     script = legal_script()
     script["turns"][8]["content"] = f"Dr. Amara Osei {XSS} confirmed availability."
@@ -347,7 +347,7 @@ def collusion_run(tmp_path: Path) -> Path:
 
 
 def test_collusion_a_changed_dropdown_leaves_nothing_of_the_previous_trajectory(collusion_run: Path) -> None:
-    from workbench.worlds.collusion.explorer import VIEWS, CollusionExplorer
+    from workbench.explorers.collusion import VIEWS, CollusionExplorer
 
     ex = CollusionExplorer(collusion_run)
     assert ex.world["world_id"] == "m0" and ex.controls["episode"].value == 1
@@ -362,7 +362,7 @@ def test_collusion_a_changed_dropdown_leaves_nothing_of_the_previous_trajectory(
 
 
 def test_collusion_episode_and_agent_redraw_their_views(collusion_run: Path) -> None:
-    from workbench.worlds.collusion.explorer import CollusionExplorer
+    from workbench.explorers.collusion import CollusionExplorer
 
     ex = CollusionExplorer(collusion_run, world="m0")
     agent_view = json.dumps(ex.views["agent"].outputs, ensure_ascii=False)
@@ -383,7 +383,7 @@ def test_collusion_a_missing_run_names_the_command_and_can_make_it(tmp_path: Pat
     import shutil
 
     import workbench.study
-    from workbench.worlds.collusion.explorer import CollusionExplorer, MissingRun, open_explorer
+    from workbench.explorers.collusion import CollusionExplorer, MissingRun, open_explorer
 
     target = tmp_path / "made"
     m = open_explorer(target)

@@ -25,7 +25,7 @@ def study(tmp_path, monkeypatch):
     prompts = tmp_path / "prompts"
     shutil.copytree(PROMPTS, prompts)
     pkg = tmp_path / "pkg"
-    from workbench.worlds import get_kind
+    from workbench.kinds import get_kind
 
     for src in [*(p for pat in L.METRIC_CODE for p in (ROOT / "workbench").glob(pat)),
                 *get_kind("stigmergy").code_files()]:

@@ -113,7 +113,7 @@ def explorer_views(nb: dict) -> list[list[dict]]:
 
 
 def test_explorer_toggles_rerun_the_world(report):
-    from workbench.worlds.stigmergy.explorer import WorldExplorer
+    from workbench.explorers.stigmergy import WorldExplorer
 
     _, study_path, _ = report
     ex = WorldExplorer.from_study(study_path, cell=0, world_index=0)

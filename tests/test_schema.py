@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import study_dict
+from workbench.kinds import kind_of_records
 from workbench.records import MANIFEST, STEPS, WORLDS, load_run
 from workbench.replay import verify_world
 from workbench.schema import SCHEMA_VERSION, RecordError
-from workbench.worlds import kind_of_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run-0.1.0"
 

@@ -316,9 +316,38 @@ def test_ten_thousand_worlds_index_draws_one_page(smoke: Path, tmp_path: Path) -
             browser.close()
 
 
-def test_a_kind_without_viewer_module_gets_the_kind_free_page(tmp_path: Path, monkeypatch) -> None:
-    """A fourth kind (tests/echo_kind.py) that the viewer knows nothing of: its worlds are listed and each page
-    shows its replies (escaped), usage and metrics."""
+def test_a_kind_without_a_page_gets_the_kind_free_page(tmp_path: Path, monkeypatch) -> None:
+    """A fourth kind (tests/echo_kind.py) without a page of its own (the base hook): its worlds are listed and
+    each page shows its replies (escaped), usage and metrics."""
+    import yaml
+
+    from tests import echo_kind
+    from workbench.cli import main
+    from workbench.kinds import WorldKind, register_kind
+    from workbench.viewer.data import load_run_sets
+    from workbench.viewer.site import build_site
+
+    class PagelessEcho(echo_kind.EchoKind):
+        world_page = WorldKind.world_page
+
+    register_kind(PagelessEcho())
+    try:
+        monkeypatch.chdir(tmp_path)
+        path = tmp_path / "echo.yaml"
+        path.write_text(yaml.safe_dump({"world": "echo", "name": "echo-study", "seed": 4, "worlds_per_cell": 2,
+                                        "cells": [{"label": "short", "steps": 2}]}, sort_keys=False))
+        assert main(["-q", "run", str(path), "--out", str(tmp_path / "run")]) == 0
+        site = build_site(load_run_sets([tmp_path / "run"]), tmp_path / "site", examples=1)
+        assert len(site.index.rows) == 2 and len(site.pages) == 1
+        html = next((tmp_path / "site" / "worlds" / "r0").glob("*.html")).read_text()
+        assert "id='replies'" in html and "id='model-calls'" in html and "could not draw" not in html
+    finally:
+        echo_kind.uninstall()
+
+
+def test_a_kind_brings_its_own_page(tmp_path: Path, monkeypatch) -> None:
+    """The echo kind's world_page hook draws its worlds' pages in the viewer; nothing in the
+    workbench package names it, and its replies are escaped like every model-written text."""
     import yaml
 
     from tests import echo_kind
@@ -330,12 +359,13 @@ def test_a_kind_without_viewer_module_gets_the_kind_free_page(tmp_path: Path, mo
     try:
         monkeypatch.chdir(tmp_path)
         path = tmp_path / "echo.yaml"
-        path.write_text(yaml.safe_dump({"world": "echo", "name": "echo-study", "seed": 4, "worlds_per_cell": 2,
-                                        "cells": [{"label": "short", "steps": 2}]}, sort_keys=False))
+        path.write_text(yaml.safe_dump({"world": "echo", "name": "echo-study", "seed": 4, "worlds_per_cell": 1,
+                                        "cells": [{"label": "short", "steps": 2, "script": ["<b>hi</b>", "bye"]}]},
+                                       sort_keys=False))
         assert main(["-q", "run", str(path), "--out", str(tmp_path / "run")]) == 0
-        site = build_site(load_run_sets([tmp_path / "run"]), tmp_path / "site", examples=1)
-        assert len(site.index.rows) == 2 and len(site.pages) == 1
+        build_site(load_run_sets([tmp_path / "run"]), tmp_path / "site", examples=1)
         html = next((tmp_path / "site" / "worlds" / "r0").glob("*.html")).read_text()
-        assert "id='replies'" in html and "id='model-calls'" in html and "could not draw" not in html
+        assert "id='echo-turns'" in html and "class='echo-turns'" in html and "id='replies'" not in html
+        assert "&lt;b&gt;hi&lt;/b&gt;" in html and "<b>hi</b>" not in html
     finally:
         echo_kind.uninstall()

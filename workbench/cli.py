@@ -30,10 +30,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import WorkbenchError
+from workbench.errors import InputError, WorkbenchError
+from workbench.kinds import kind_of_records
 from workbench.params import ParamsError, load_study
 from workbench.routes import all_worlds_simulated, is_simulated_route
-from workbench.worlds import kind_of_records
 
 log = logging.getLogger("workbench")
 DIST = "stigmergy-workbench"
@@ -441,7 +441,7 @@ def parse_maps(items: list[str] | None) -> dict[str, dict[str, str]]:
         field, eq, pair = item.partition("=")
         old, colon, new = pair.partition(":")
         if not (eq and colon and field and old and new):
-            raise ValueError(f"--map {item!r}: expected FIELD=OLD:NEW, e.g. parser=lenient:strict")
+            raise InputError(f"--map {item!r}: expected FIELD=OLD:NEW, e.g. parser=lenient:strict")
         maps.setdefault(field, {})[old] = new
     return maps
 
@@ -554,24 +554,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_recall(args: argparse.Namespace) -> int:
-    """`workbench recall generate`: the recall kind's seeded script generator (reached through
-    the kind registry: the command line knows no world kind's module)."""
-    from workbench.worlds import get_kind
-
-    if args.per_domain < 1:
-        raise ValueError(f"--per-domain must be at least 1 (got {args.per_domain})")
-    recall: Any = get_kind("recall")
-    paths = recall.generate_scripts(Path(args.out), args.per_domain, args.seed, recalls_per_mode=args.recalls_per_mode)
-    for path in paths:
-        print(path)
-    print(f"{len(paths)} scripts in {args.out} (seed {args.seed}); run them with `scripts: {args.out}` in a recall cell",
-          file=sys.stderr)
-    return 0
-
-
 def _cmd_profiles(args: argparse.Namespace) -> int:
-    from workbench.worlds import get_kind, kind_names
+    from workbench.kinds import get_kind, kind_names
 
     if args.show:
         for name in kind_names():
@@ -743,8 +727,6 @@ EXAMPLES = {
     "models fetch": "workbench models fetch qwen2.5-coder-0.5b",
     "models build-runtime": "workbench models build-runtime",
     "profiles": "workbench profiles",
-    "recall": "workbench recall generate --per-domain 10 --seed 7 --out outputs/recall-scripts",
-    "recall generate": "workbench recall generate --per-domain 10 --seed 7 --out outputs/recall-scripts",
     "export": "workbench export inspect outputs/demo --out outputs/demo/inspect",
     "export inspect": "workbench export inspect outputs/demo --out outputs/demo/inspect",
     "runs": "workbench runs outputs",
@@ -776,7 +758,8 @@ def _subparser(sub: Any, name: str, path: str = "", **kwargs: Any) -> argparse.A
                           epilog=f"Example:\n  {EXAMPLES[key]}", **kwargs)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(kinds: list[Any] | None = None) -> argparse.ArgumentParser:
+    """The parser; ``kinds`` (WorldKind instances) add their own ``workbench <kind> <command>`` groups."""
     ap = argparse.ArgumentParser(prog="workbench", description="stigmergy-workbench: shared-state studies of LLM agents",
                                  parents=[_common_options(True)], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Example:\n  workbench run params/smoke.yaml --out outputs/smoke\n\n"
@@ -905,15 +888,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run each twin on its reference designs; exit 1 if a figure is outside its reference")
     p.add_argument("--show", metavar="NAME", help="print one profile's parameters and cues")
     p.set_defaults(func=_cmd_profiles)
-    p = _subparser(sub, "recall", help="recall world tools: generate seeded scenario scripts")
-    rsub = p.add_subparsers(dest="recall_command", required=True)
-    q = _subparser(rsub, "generate", "recall", help="write seeded scenario scripts for every domain (validated)")
-    q.add_argument("--per-domain", type=int, required=True, help="scripts per domain (legal, medical, finance)")
-    q.add_argument("--seed", type=int, required=True, help="the same seed writes the same scripts")
-    q.add_argument("--out", required=True, help="folder (OUT/DOMAIN/*.json)")
-    q.add_argument("--recalls-per-mode", type=int, default=2, choices=[1, 2],
-                   help="recalls of each failure mode per script, each about its own fact (default 2)")
-    p.set_defaults(func=_cmd_recall)
     p = _subparser(sub, "export", help="write a run set in another tool's format (inspect: Inspect eval logs)")
     esub = p.add_subparsers(dest="export_command", required=True)
     q = _subparser(esub, "inspect", "export", help="one Inspect eval log per cell, a sample per world (needs the [inspect] extra)")
@@ -938,13 +912,89 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output tokens per call to price (twins do not reason: give a reasoning model's own)")
     p.add_argument("--out", help="where to write plan.csv, power.csv, plan.json (default outputs/plan/STUDY)")
     p.set_defaults(func=_cmd_plan)
+    for kind in kinds or []:
+        _kind_commands(sub, kind)
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    configure_logging(args.verbose or 0, args.quiet)
+def _kind_commands(sub: Any, kind: Any) -> None:
+    """``workbench <kind> <command>`` for each command the kind brings (its ``commands`` hook)."""
+    commands = kind.commands()
+    if not commands:
+        return
+    if kind.name in sub.choices:
+        raise WorkbenchError(f"world kind {kind.name!r}: its name is a workbench command; its subcommands cannot be offered")
+    p = sub.add_parser(kind.name, parents=[_common_options(False)], help=f"{kind.name} world tools: "
+                       + "; ".join(c.name for c in commands))
+    ksub = p.add_subparsers(dest=f"{kind.name}_command", required=True)
+    for command in commands:
+        q = ksub.add_parser(command.name, parents=[_common_options(False)], help=command.help,
+                            formatter_class=argparse.RawDescriptionHelpFormatter, epilog=f"Example:\n  {command.example}")
+        command.configure(q)
+        q.set_defaults(func=command.run)
+
+
+def _kinds_for(argv: list[str]) -> list[Any]:
+    """The kinds whose subcommands the parser must offer: none when the command is one of the
+    workbench's own (importing every kind would slow every command), the named kind when it is a
+    kind's name, all of them for --help or an unknown word (so help and errors list them)."""
+    from workbench.kinds import get_kind, kind_names
+
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word in BUILTIN_COMMANDS:
+        return []
+    names = kind_names()
+    if word in names:
+        return [get_kind(word)]
+    return [get_kind(n) for n in names]
+
+
+BUILTIN_COMMANDS = frozenset(c.split()[0] for c in EXAMPLES)
+
+
+def _failure_dir(args: argparse.Namespace) -> Path | None:
+    """The run directory a failed command was working on (where its traceback is kept), if one exists."""
+    if getattr(args, "command", None) in ("run", "batch"):
+        candidates: list[Any] = [getattr(args, "out", None)]
+    else:
+        candidates = [getattr(args, "dir", None), getattr(args, "run_dir", None), *(getattr(args, "dirs", None) or [])]
+    for c in candidates:
+        if c and Path(c).is_dir():
+            return Path(c)
+    return None
+
+
+def _internal_error(exc: BaseException, args: argparse.Namespace | None, verbose: int) -> int:
+    """A bug, not bad input: say so, keep the traceback in a file, show it with -v; exit 1."""
+    import tempfile
+    import time
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    where = _failure_dir(args) if args is not None else None
+    folder = (where / "internal-errors") if where else Path(tempfile.gettempdir())
+    command = " ".join(sys.argv[1:]) if args is None else getattr(args, "command", "") or ""
+    path = folder / f"{stamp}-{os.getpid()}-{command.split(' ')[0] or 'workbench'}.txt"
     try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"workbench {package_version()} · {' '.join(sys.argv)}\n{text}", encoding="utf-8")
+        kept = f"traceback kept in {path}"
+    except OSError as write_exc:  # never hide the bug behind a failure to record it
+        kept = f"traceback not kept ({write_exc})"
+    if verbose:
+        print(text, file=sys.stderr, end="")
+    print(f"internal error: {type(exc).__name__}: {exc} (a bug in the workbench, not in your input; {kept}; "
+          f"-v shows it)", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args: argparse.Namespace | None = None
+    try:
+        args = build_parser(_kinds_for(argv)).parse_args(argv)
+        configure_logging(args.verbose or 0, args.quiet)
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `workbench replay DIR | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -952,14 +1002,15 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as exc:  # names the file and the field
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except WorkbenchError as exc:
+    except WorkbenchError as exc:  # something the user can fix: one line, no traceback
         msg = exc.args[0] if exc.args else str(exc)
         print(f"error: {msg}", file=sys.stderr)
         return exc.exit_code
-    except (FileNotFoundError, KeyError, ValueError, RuntimeError) as exc:  # LockError is a ValueError
-        msg = exc.args[0] if exc.args else str(exc)
-        print(f"error: {msg}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - everything else is a bug, said as one
+        return _internal_error(exc, args, (getattr(args, "verbose", 0) or 0) if args else 0)
 
 
 if __name__ == "__main__":

@@ -21,3 +21,15 @@ class InputError(WorkbenchError, ValueError):
 
 class SetupError(WorkbenchError, RuntimeError):
     """Something the machine lacks: a sandbox, a model's weights, a browser asset, a server."""
+
+
+class UnknownNameError(InputError, KeyError):
+    """A name the user gave (a cell, a world, a profile, a model, a task) that is not there;
+    the message lists the names that are."""
+
+    def __str__(self) -> str:  # a KeyError would quote its message
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingFileError(WorkbenchError, FileNotFoundError):
+    """A file or folder the user named (a run directory, a study's templates) that is not there."""

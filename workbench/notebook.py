@@ -55,9 +55,9 @@ def run_summary(run_dir: str | Path) -> Any:
     """A display object for a run directory of any world kind."""
     from IPython.display import HTML
 
+    from workbench.kinds import kind_of_records
     from workbench.records import load_run
     from workbench.views.escape import esc_html
-    from workbench.worlds import kind_of_records
 
     records = load_run(run_dir)
     if not records.worlds:

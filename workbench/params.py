@@ -16,9 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from workbench.errors import InputError, UnknownNameError
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
+from workbench.kinds import get_kind, kind_names, load_kinds
 from workbench.models.factory import check_route
-from workbench.worlds import get_kind, kind_names, load_kinds
 
 
 class ParamsError(InputFileError):
@@ -71,7 +72,7 @@ class MonitorSpec(BaseModel):
     @model_validator(mode="after")
     def _flag_is_a_label(self) -> MonitorSpec:
         if self.flag not in self.labels:
-            raise ValueError(f"flag: expected one of labels {self.labels} (got {self.flag!r})")
+            raise InputError(f"flag: expected one of labels {self.labels} (got {self.flag!r})")
         return self
 
 
@@ -125,7 +126,7 @@ class Study:
         for c in self.cells:
             if c.cell_id == cell_id or c.label == cell_id:
                 return c
-        raise KeyError(f"no cell {cell_id!r} in {self.path}; cells: {[c.cell_id for c in self.cells]}")
+        raise UnknownNameError(f"no cell {cell_id!r} in {self.path}; cells: {[c.cell_id for c in self.cells]}")
 
 
 def _check_route(route: str, profiles: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.params import Cell, Study
 from workbench.routes import is_simulated_route
 
@@ -203,8 +204,8 @@ def rehearsal_study(study: Study, worlds: int) -> tuple[Study, dict[str, str], d
 
 def _per_cell_figures(records: Any, cell_of: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """Per study cell: worlds, calls, tokens by route, and the headline metric's k/n."""
+    from workbench.kinds import kind_of_records
     from workbench.metrics.contrasts import rate
-    from workbench.worlds import kind_of_records
 
     out: dict[str, dict[str, Any]] = {}
     world_cell = {w["world_id"]: cell_of.get(w["cell_id"]) for w in records.worlds}
@@ -240,17 +241,17 @@ def _parse_assume(items: Sequence[str], study: Study) -> dict[str, float]:
     for item in items:
         name, eq, value = item.rpartition("=")  # a label may hold "=" itself (field=value parts)
         if not eq:
-            raise ValueError(f"--assume {item!r}: expected CELL=RATE, e.g. --assume 'sim/diligent · store=0.4'")
+            raise InputError(f"--assume {item!r}: expected CELL=RATE, e.g. --assume 'sim/diligent · store=0.4'")
         try:
             cell = study.cell(name.strip())
         except KeyError as exc:
-            raise ValueError(f"--assume {item!r}: {exc.args[0]}") from None
+            raise InputError(f"--assume {item!r}: {exc.args[0]}") from None
         try:
             r = float(value)
         except ValueError:
-            raise ValueError(f"--assume {item!r}: expected a rate between 0 and 1, got {value!r}") from None
+            raise InputError(f"--assume {item!r}: expected a rate between 0 and 1, got {value!r}") from None
         if not 0 <= r <= 1:
-            raise ValueError(f"--assume {item!r}: expected a rate between 0 and 1, got {r}")
+            raise InputError(f"--assume {item!r}: expected a rate between 0 and 1, got {r}")
         rates[cell.cell_id] = r
     return rates
 

@@ -49,6 +49,7 @@ from typing import Any
 
 import msgspec
 
+from workbench.errors import MissingFileError, UnknownNameError
 from workbench.schema import SCHEMA_VERSION, check_step, check_world, migrate_step, migrate_world, stamp
 
 STEPS = "steps.jsonl"
@@ -760,7 +761,7 @@ class RunRecords:
         for w in self.worlds:
             if w["world_id"] == world_id:
                 return w
-        raise KeyError(f"no finished world {world_id!r} in {self.dir}")
+        raise UnknownNameError(f"no finished world {world_id!r} in {self.dir}")
 
 
 def _copy_on_write() -> bool:
@@ -806,7 +807,7 @@ def _load_run(out: Path) -> RunRecords:
     if is_batch_dir(out):
         return _load_batch(out)
     if not (out / WORLDS).exists() and not (out / MANIFEST).exists():
-        raise FileNotFoundError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
+        raise MissingFileError(f"{out} is not a run directory (no {WORLDS} or {MANIFEST})")
     problems: list[str] = []
     manifest = json.loads((out / MANIFEST).read_text()) if (out / MANIFEST).exists() else {}
     envelopes = _kept_envelopes(out) if (out / ROWS).exists() else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import MissingFileError
 from workbench.records import RunRecords
 
 
@@ -31,17 +32,17 @@ def _template_base(records: RunRecords, world: dict[str, Any]) -> Path:
     if len(roots) == 1:
         # cell.prompts is relative to the params folder: walk back up from the template root
         return Path(roots[0]).resolve().parents[len(Path(world["cell"]["prompts"]).parts) - 1]
-    raise FileNotFoundError(f"cannot find the templates of {records.dir}: its params file "
+    raise MissingFileError(f"cannot find the templates of {records.dir}: its params file "
                             f"{params!r} is gone and the manifest names {len(roots)} template folders")
 
 
 async def rerun_world(records: RunRecords, world_id: str):  # noqa: ANN201 - the kind's WorldOutcome
     """Run a recorded world again through its world kind, every agent served by
     its own recorded replies. The engine must then reproduce the records."""
+    from workbench.kinds import WorldContext, get_kind
     from workbench.models.failures import annotate_failure
     from workbench.models.monitor import ReplayMonitor
     from workbench.models.replay import ReplayClient
-    from workbench.worlds import WorldContext, get_kind
 
     world = records.world(world_id)
     steps = records.steps.get(world_id, [])
@@ -83,7 +84,7 @@ def verify_world(records: RunRecords, world_id: str) -> list[str]:
     new_world = comparable(outcome.world)
     # a cell recorded before its kind gained a factor is the same design with that factor at its
     # default: both sides compared as today's spec reads them
-    from workbench.worlds import get_kind
+    from workbench.kinds import get_kind
 
     spec = get_kind(old_world["world_kind"]).cell_spec
     for w in (old_world, new_world):

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench import forked
+from workbench.errors import InputError
+from workbench.kinds.base import WorldContext
 from workbench.models.budget import Budget, budget_from, is_budget_cut
 from workbench.models.factory import make_client
 from workbench.models.failures import INFRASTRUCTURE, annotate_failure, failure_class
@@ -37,7 +39,6 @@ from workbench.records import (  # noqa: F401  (ids live with the records)
 )
 from workbench.routes import is_simulated_route
 from workbench.seeding import derive_seed
-from workbench.worlds.base import WorldContext
 
 CHECKPOINTS = "checkpoints"  # per-world checkpoints a kind keeps in a run directory (kinds name their files)
 
@@ -204,7 +205,7 @@ def processes_for(study: Study, worlds: int, asked: int | str = "auto") -> int:
     elif isinstance(asked, int) and not isinstance(asked, bool) and asked >= 1:
         want = min(asked, worlds)
     else:
-        raise ValueError(f"processes: expected a whole number >= 1 or 'auto', got {asked!r}")
+        raise InputError(f"processes: expected a whole number >= 1 or 'auto', got {asked!r}")
     if want <= 1 or probe_routes_of(study) or not forked.can_fork():
         return 1
     return want
@@ -278,7 +279,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     writer = RunWriter(out, rows=keeper)
     existing = read_manifest(out)
     if existing and existing.get("study") not in (None, study.name):
-        raise ValueError(f"{out} holds records of study {existing.get('study')!r}, not {study.name!r}; "
+        raise InputError(f"{out} holds records of study {existing.get('study')!r}, not {study.name!r}; "
                          "use another --out directory")
     recorded = latest_worlds(out)
     failed_infra = {wid for wid, w in recorded.items() if failure_class(w) == INFRASTRUCTURE}

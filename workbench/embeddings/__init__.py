@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from workbench.embeddings.errors import INSTALL_HINT, EmbedderUnavailable  # re-exported
+from workbench.errors import InputError
 
 
 @runtime_checkable
@@ -43,7 +44,7 @@ def get_embedder(name: str = "lexical") -> Embedder:
     model's files are not installed (a failure is not cached: installing then retrying works).
     """
     if name not in KNOWN_EMBEDDERS:
-        raise ValueError(f"unknown embedder {name!r}; known embedders: {', '.join(KNOWN_EMBEDDERS)}")
+        raise InputError(f"unknown embedder {name!r}; known embedders: {', '.join(KNOWN_EMBEDDERS)}")
     return _build(name)
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from workbench.errors import UnknownNameError
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
 
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "params" / "local-models.yaml"
@@ -133,5 +134,5 @@ def load_local_catalogue(path: str | Path | None = None) -> dict[str, LocalModel
 def get_local(name: str) -> LocalModel:
     cat = load_local_catalogue()
     if name not in cat:
-        raise KeyError(f"unknown local model {name!r}; catalogued in {catalogue_path()}: {sorted(cat)}")
+        raise UnknownNameError(f"unknown local model {name!r}; catalogued in {catalogue_path()}: {sorted(cat)}")
     return cat[name]

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.errors import UnknownNameError
 from workbench.metrics.design import UNSET, Design, in_group, level_text
 from workbench.stats import holm_adjust, mcnemar_paired, newcombe, wilson
 
@@ -272,7 +273,7 @@ def compare_run_sets(ua: Units, da: Design, ub: Units, db: Design, metric: str |
     metric = metric or ua.metric
     for units, name in ((ua, names[0]), (ub, names[1])):
         if metric not in units.frame.columns and len(units.frame):
-            raise KeyError(f"metric {metric!r} is not recorded for run set {name}; "
+            raise UnknownNameError(f"metric {metric!r} is not recorded for run set {name}; "
                            f"expected one of {sorted(units.metrics or [])}")
     rows = []
     for m in match_cells(da, db, ignore, maps):

@@ -25,6 +25,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.errors import InputError
+
 BUDGET_ERROR = "BudgetExhausted"
 
 
@@ -37,7 +39,7 @@ class Reservation:
 class Budget:
     def __init__(self, limit_usd: float) -> None:
         if limit_usd is None or float(limit_usd) < 0:
-            raise ValueError(f"a budget limit must be a non-negative number of USD (got {limit_usd!r})")
+            raise InputError(f"a budget limit must be a non-negative number of USD (got {limit_usd!r})")
         self.limit_usd = float(limit_usd)
         self._lock = threading.Lock()
         self._spent = 0.0

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from workbench.errors import InputError, UnknownNameError
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
 
 # Providers whose route prefix a study may use directly (``openai/gpt-5.4``).
@@ -90,7 +91,7 @@ class ModelEntry(Limits):
     def _route(cls, v: str) -> str:
         prefix, _, model = v.partition("/")
         if prefix not in PROVIDERS or not model.strip("/"):
-            raise ValueError(f"expected provider/model with a provider among {list(PROVIDERS)} (got {v!r})")
+            raise InputError(f"expected provider/model with a provider among {list(PROVIDERS)} (got {v!r})")
         return v
 
     @model_validator(mode="after")
@@ -98,7 +99,7 @@ class ModelEntry(Limits):
         # A default effort outside `efforts` is allowed on purpose: it is the study's setting, and every
         # call records that it fell back (or was omitted) rather than hiding the quirk.
         if self.efforts is not None and self.effort_fallback is not None and self.effort_fallback not in self.efforts:
-            raise ValueError(f"effort_fallback {self.effort_fallback!r} is not among efforts {self.efforts}")
+            raise InputError(f"effort_fallback {self.effort_fallback!r} is not among efforts {self.efforts}")
         return self
 
     @property
@@ -144,7 +145,7 @@ class Catalogue:
 
     def get(self, name: str) -> ModelEntry:
         if name not in self.entries:
-            raise KeyError(f"no model {name!r} in {self.path}; known: {sorted(self.entries)}")
+            raise UnknownNameError(f"no model {name!r} in {self.path}; known: {sorted(self.entries)}")
         return self.entries[name]
 
     def names(self) -> list[str]:

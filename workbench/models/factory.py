@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.models.base import ModelClient
 from workbench.models.replay import ReplayClient
 from workbench.models.scripted import ScriptedClient
@@ -51,7 +52,7 @@ def _litellm_route(route: str, *, seed: int, **options: Any) -> ModelClient:
     from workbench.models.litellm_client import build_client
 
     if "/" not in route.strip("/") or not route.split("/", 1)[1].strip("/"):
-        raise ValueError(f"litellm route {route!r} names no model; expected provider/model")
+        raise InputError(f"litellm route {route!r} names no model; expected provider/model")
     return build_client(default_catalogue().for_route(route), seed=seed, **options)
 
 
@@ -105,7 +106,7 @@ def check_route(route: str, profiles: dict[str, Any] | None = None) -> None:
     prefix, _, rest = route.partition("/")
     if prefix in _EXTRA:
         if not rest.strip("/"):
-            raise ValueError(f"model route {route!r} names no model; expected {prefix}/<model>")
+            raise InputError(f"model route {route!r} names no model; expected {prefix}/<model>")
         if prefix in _CHECKS:
             _CHECKS[prefix](route, **_extra(prefix, profiles))
         return
@@ -114,7 +115,7 @@ def check_route(route: str, profiles: dict[str, Any] | None = None) -> None:
     from workbench.models.catalogue import catalogue_path
 
     names = _catalogue_names()
-    raise ValueError(f"unknown model route {route!r}; expected scripted, replay, "
+    raise InputError(f"unknown model route {route!r}; expected scripted, replay, "
                      f"a model of {catalogue_path()} ({', '.join(names) if names else 'none defined'})"
                      f" or a route {'/..., '.join(sorted(_EXTRA))}/...")
 

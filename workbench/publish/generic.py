@@ -13,7 +13,7 @@ from workbench.records import RunRecords
 
 
 def _kind(records: RunRecords) -> Any:
-    from workbench.worlds import kind_of_records
+    from workbench.kinds import kind_of_records
 
     return kind_of_records(records)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from workbench.errors import InputError
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 _EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']\s*(?:https?:)?//""", re.IGNORECASE)
 _CSS_EXTERNAL = re.compile(r"""@import\s+(?:url\()?\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*https?://""", re.IGNORECASE)
@@ -43,7 +45,7 @@ def export_html(notebook: str | Path, output: str | Path, *, title: str | None =
     nb = nbformat.read(str(notebook), as_version=4)
     shown = widget_cells(nb)
     if shown:
-        raise ValueError(f"{notebook}: code cell(s) {shown} show an ipywidget; a report is plain HTML (no widget "
+        raise InputError(f"{notebook}: code cell(s) {shown} show an ipywidget; a report is plain HTML (no widget "
                          "manager), so show HTML or a figure there instead")
     nb.metadata.pop("widgets", None)
     if title:

@@ -31,7 +31,6 @@ from typing import IO, Any
 
 from workbench.errors import SetupError
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 DEFAULT_TIMEOUT_S = 900
 log = logging.getLogger(__name__)
 
@@ -43,10 +42,18 @@ class NotebookError(SetupError):
     pass
 
 
-def notebook_path(name: str) -> Path:
-    path = NOTEBOOK_DIR / f"{name}.ipynb"
+def notebook_dir() -> Path:
+    """The shipped notebooks' folder (the checkout's ``notebooks/``, or the installed package's copy)."""
+    from workbench.resources import shipped
+
+    return shipped("notebooks")
+
+
+def notebook_path(name: str | Path) -> Path:
+    """A notebook by name among the shipped ones, or by path (a kind's own notebook)."""
+    path = Path(name) if isinstance(name, Path) else notebook_dir() / f"{name}.ipynb"
     if not path.exists():
-        raise NotebookError(f"notebook {path} is missing (run from a checkout of the project)")
+        raise NotebookError(f"notebook {path} is missing (reinstall the workbench, or restore it from the repository)")
     return path
 
 
@@ -81,9 +88,10 @@ def _pass_on(stream: IO[bytes], label: str, *, ok: bool) -> None:
         print("\n".join(lines), file=sys.stderr, flush=True)
 
 
-def execute(name: str, output: str | Path, parameters: dict[str, Any], *,
+def execute(name: str | Path, output: str | Path, parameters: dict[str, Any], *,
             timeout_s: int = DEFAULT_TIMEOUT_S, progress: bool = False) -> Path:
-    """Run ``notebooks/NAME.ipynb`` with ``parameters`` into ``output`` (kept).
+    """Run the shipped ``notebooks/NAME.ipynb`` (or the notebook at a path) with ``parameters``
+    into ``output`` (kept); it runs in its own folder, so its relative paths are its folder's.
 
     ``progress`` shows papermill's own bar (one tick per cell) on stderr, whatever
     stderr is; callers decide whether they want it (the CLI: on a terminal, not
@@ -96,21 +104,22 @@ def execute(name: str, output: str | Path, parameters: dict[str, Any], *,
         install_kernel()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    log.info("executing %s.ipynb into %s", name, output)
-    bar: dict[str, Any] | bool = {"file": sys.stderr, "desc": name, "dynamic_ncols": True} if progress else False
+    log.info("executing %s into %s", name, output)
+    source = notebook_path(name)
+    bar: dict[str, Any] | bool = {"file": sys.stderr, "desc": source.stem, "dynamic_ncols": True} if progress else False
     ok = False
     with tempfile.TemporaryFile() as kernel_output:
         try:
             pm.execute_notebook(
-                str(notebook_path(name)), str(output), parameters=parameters, kernel_name=KERNEL_NAME,
-                cwd=str(NOTEBOOK_DIR), execution_timeout=timeout_s, progress_bar=bar, log_output=False,
+                str(source), str(output), parameters=parameters, kernel_name=KERNEL_NAME,
+                cwd=str(source.parent), execution_timeout=timeout_s, progress_bar=bar, log_output=False,
                 request_save_on_cell_execute=False, kernel_manager_class=_kernel_manager(kernel_output),
             )
             ok = True
         except pm.PapermillExecutionError as exc:
-            raise NotebookError(f"{name}.ipynb failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
+            raise NotebookError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
                                 f"(executed notebook kept at {output})") from None
         finally:
             _pass_on(kernel_output, output.name, ok=ok)
-    log.info("executed %s.ipynb", name)
+    log.info("executed %s", name)
     return output

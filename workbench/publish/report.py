@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from workbench.errors import InputError, MissingFileError
 from workbench.publish.html import export_html
 from workbench.publish.notebooks import execute
 
 
-def _report_notebook(records) -> str:  # noqa: ANN001 - RunRecords
-    """The notebook a world kind reports with (``REPORT_NOTEBOOK``); the shared-store
-    kind's is ``analysis``."""
-    from workbench.worlds import kind_of_records
+def _report_notebook(records) -> Path:  # noqa: ANN001 - RunRecords
+    """The notebook a world kind reports with (its ``report_notebook``, found by its
+    ``notebook_path`` hook); the shared-store kind's is ``analysis``."""
+    from workbench.kinds import kind_of_records
 
     kind = kind_of_records(records)
     if not kind.report_notebook:
-        raise ValueError(f"the {kind.name} world kind has no report notebook (WorldKind.report_notebook)")
-    return kind.report_notebook
+        raise InputError(f"the {kind.name} world kind has no report notebook (WorldKind.report_notebook)")
+    return kind.notebook_path(kind.report_notebook)
 
 
 def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, output: str | Path | None = None,
@@ -30,9 +31,9 @@ def make_report(run_dir: str | Path, *, compare_dir: str | Path | None = None, o
     run_dir = Path(run_dir).resolve()
     records = load_run(run_dir)  # fails early and clearly on a wrong directory
     if not records.worlds:
-        raise FileNotFoundError(f"{run_dir} holds no finished world to report on")
+        raise MissingFileError(f"{run_dir} holds no finished world to report on")
     notebook = _report_notebook(records)
-    executed = execute(notebook, run_dir / f"{notebook}.ipynb", {
+    executed = execute(notebook, run_dir / notebook.name, {
         "run_dir": str(run_dir), "compare_dir": str(Path(compare_dir).resolve()) if compare_dir else "",
         "max_timelines": max_timelines,
         "figures_dir": str(Path(figures_dir).resolve()) if figures_dir else ""}, timeout_s=timeout_s, progress=progress)

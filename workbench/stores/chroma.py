@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench.errors import InputError, SetupError
 from workbench.stores.vector import AddResult, Hit, MemoryEntry, VectorMemory
 
 BACKENDS: tuple[str, ...] = ("memory", "chroma")
@@ -87,7 +88,7 @@ def chroma_client(path: str | Path | None = None) -> Any:
         import chromadb
         from chromadb.config import Settings
     except ImportError as exc:  # pragma: no cover - the extra is installed by `make`
-        raise RuntimeError("vector_backend 'chroma' needs the optional chromadb package: "
+        raise SetupError("vector_backend 'chroma' needs the optional chromadb package: "
                            "pip install -e '.[chroma]'") from exc
     key = str(Path(path).resolve()) if path is not None else _default_path()
     if key not in _CLIENTS:
@@ -215,7 +216,7 @@ def vector_memory_class(backend: str) -> type[VectorMemory]:
         return VectorMemory
     if backend == "chroma":
         return ChromaVectorMemory
-    raise ValueError(f"unknown vector backend {backend!r}; expected one of: {', '.join(BACKENDS)}")
+    raise InputError(f"unknown vector backend {backend!r}; expected one of: {', '.join(BACKENDS)}")
 
 
 __all__ = ["BACKENDS", "HNSW", "ChromaVectorMemory", "chroma_available", "chroma_client", "vector_memory_class"]

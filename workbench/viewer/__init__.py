@@ -10,6 +10,6 @@ CDN: the table is a small script of our own, figures use the plotly.js that the
 plotly package ships, written once beside the pages.
 
 World pages are drawn by each kind's own view functions (the report's), reached
-through a small adapter per kind in :mod:`workbench.viewer.kinds`, imported by
-name so that the shared layers that call the viewer stay free of any kind.
+through the kind's ``world_page`` hook (:class:`~workbench.kinds.base.WorldKind`),
+so the viewer names no kind and a kind defined elsewhere brings its own page.
 """

@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.kinds import WorldKind, kind_of_records
 from workbench.metrics.design import Design, design_of, design_of_records
 from workbench.records import RunRecords, json_text, load_run
-from workbench.worlds import WorldKind, kind_of_records
 
 SEARCH_CHARS = 5_000  # at most this much text per world is searchable (replies first, then stored values, messages)
 SEARCH_KEYS = frozenset({"value", "text", "content", "answer", "message", "reply", "reasoning", "query"})

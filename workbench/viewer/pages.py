@@ -15,7 +15,6 @@ from workbench.metrics.design import flatten
 from workbench.routes import is_simulated_world
 from workbench.viewer.assets import CSS, INDEX_JS, SLIDER_JS
 from workbench.viewer.data import Index, RunSet, call_rows, world_usage
-from workbench.viewer.kinds import kind_sections
 from workbench.views.escape import esc_html, short
 
 SIMULATED = ("<div class='wb-banner'><b>SIMULATED</b>: {what} simulated agents; their numbers are simulated "
@@ -181,7 +180,7 @@ def world_page(rs: RunSet, world_id: str, *, root: str = "../../") -> str:
                f"<div><h2>Usage</h2>{table_html(_scalars(usage))}</div></div></section>")
     sections = []
     try:
-        drawn = kind_sections(rs.kind.name, rs.records, world, steps)
+        drawn = rs.kind.world_page(rs.records, world, steps)
     except Exception as exc:  # noqa: BLE001 - a view that cannot draw this world is said on the page
         drawn = [("Views", f"<p style='color:#b00020'>the {esc_html(rs.kind.name)} views could not draw this world: "
                            f"{esc_html(type(exc).__name__)}: {esc_html(exc)}</p>")]

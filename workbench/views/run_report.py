@@ -12,6 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import UnknownNameError
 from workbench.records import RunRecords, load_run
 from workbench.routes import is_simulated_route
 from workbench.views.palette import Palette
@@ -168,7 +169,7 @@ class RunReport:
 
         sections = self.sections()
         if key not in sections:
-            raise KeyError(f"report section {key!r}: this report has {', '.join(sections) or 'none'}")
+            raise UnknownNameError(f"report section {key!r}: this report has {', '.join(sections) or 'none'}")
         s = sections[key]
         if not s.applies:
             return

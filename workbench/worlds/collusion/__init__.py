@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
+from workbench.errors import InputError
+from workbench.kinds.base import Section, WorldContext, WorldKind, WorldOutcome
 from workbench.templates import template_set
-from workbench.worlds.base import WorldContext, WorldKind, WorldOutcome
 from workbench.worlds.collusion import judges as _judges  # noqa: F401  (registers sim-collusion-judge/...)
 from workbench.worlds.collusion import simulated as _simulated  # noqa: F401  (registers sim-collusion/...)
 from workbench.worlds.collusion.spec import AGENTS, CollusionCell
@@ -49,7 +50,7 @@ class CollusionKind(WorldKind):
     def check_cell(self, cell: CollusionCell, worlds_per_cell: int) -> None:
         """World i plays episode sequence i, so a cell needs a sequence per world."""
         if cell.sequences < worlds_per_cell:
-            raise ValueError(f"sequences: expected at least worlds_per_cell = {worlds_per_cell} fixed episode "
+            raise InputError(f"sequences: expected at least worlds_per_cell = {worlds_per_cell} fixed episode "
                              f"sequences, one per trajectory (got {cell.sequences})")
 
     def preflight(self, cell: CollusionCell) -> list[str]:
@@ -90,6 +91,11 @@ class CollusionKind(WorldKind):
     def run_judges(self, records: Any, route: str, **options: Any) -> Any:
         """The agreement and relaxation judges over a run set (``workbench judge``)."""
         return _judges.run_judges(records, route, **options)
+
+    def world_page(self, records: Any, world: dict[str, Any], steps: list[dict[str, Any]]) -> list[Section]:
+        from workbench.worlds.collusion.page import sections
+
+        return sections(records, world, steps)
 
     def world_metrics(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
         from workbench.worlds.collusion.metrics import world_metrics

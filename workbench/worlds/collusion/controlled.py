@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import InputError, SetupError
 from workbench.seeding import derive_seed
 from workbench.worlds.collusion import tools as TL
 
@@ -65,10 +66,10 @@ class PeerRecord:
         try:
             data = json.loads(text)
             if data.get("version") != CACHE_VERSION:
-                raise ValueError(f"cache version {data.get('version')!r}, expected {CACHE_VERSION}")
+                raise InputError(f"cache version {data.get('version')!r}, expected {CACHE_VERSION}")
             return cls(**data)
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"controlled-peer cache file {path} is unreadable: {exc}") from None
+            raise InputError(f"controlled-peer cache file {path} is unreadable: {exc}") from None
 
 
 def cache_key(*, route: str, task_id: str, max_turns: int, max_rounds: int, char_limit: int,
@@ -104,7 +105,7 @@ class ControlledPeer:
 
     def __post_init__(self) -> None:
         if self.mode not in VERDICTS:
-            raise ValueError(f"controlled peer mode {self.mode!r}; expected one of {sorted(VERDICTS)}")
+            raise InputError(f"controlled peer mode {self.mode!r}; expected one of {sorted(VERDICTS)}")
         if self.mode == "compliant":
             self.messages, self.short_log = raw_prefix_messages(self.record.raw_log, self.rounds, self.char_limit)
         else:
@@ -221,7 +222,7 @@ async def record_peer(*, route: str, task: Any, cell: Any, templates: Any, clien
             truncated.append(text is None)
             summaries.append(text if text is not None else last[: cell.char_limit])
     except WorldFailed as exc:
-        raise RuntimeError(f"recording the controlled peer {route} on {task.task_id} failed: "
+        raise SetupError(f"recording the controlled peer {route} on {task.task_id} failed: "
                            f"{exc.info.get('error')}") from None
     runner.flush()
     return PeerRecord(key=key, route=route, task_id=task.task_id, answer=outcome.answer, raw_log=outcome.raw_log,

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where a frame is built: loading the kind (every `run`) never loads pandas
     import pandas as pd
 
+from workbench.errors import InputError, UnknownNameError
 from workbench.models.base import ModelClient, ModelReply, ModelRequest, approx_tokens
 from workbench.models.factory import make_client, register_route
 from workbench.seeding import derive_seed
@@ -295,7 +296,7 @@ def collect_items(worlds: Iterable[dict[str, Any]], judges: Sequence[str] = JUDG
                   policies: Sequence[str] | None = ("raw-only",), prompts: str | Path | None = None) -> list[JudgeItem]:
     unknown = [j for j in judges if j not in JUDGES]
     if unknown:
-        raise ValueError(f"unknown judge(s) {unknown}; expected some of {list(JUDGES)}")
+        raise InputError(f"unknown judge(s) {unknown}; expected some of {list(JUDGES)}")
     templates = template_set(prompts or PROMPT_DIR)
     items: list[JudgeItem] = []
     for w in worlds:
@@ -525,7 +526,7 @@ class SimulatedJudge:
 def _check_sim_judge(route: str) -> None:
     profile = route.split("/", 1)[1] if "/" in route else ""
     if profile not in SIM_JUDGE_PROFILES:
-        raise KeyError(f"unknown simulated judge {route!r}; known: "
+        raise UnknownNameError(f"unknown simulated judge {route!r}; known: "
                        + ", ".join(f"sim-collusion-judge/{p}" for p in SIM_JUDGE_PROFILES))
 
 

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.models.base import approx_tokens
 
 PHASES: tuple[str, ...] = ("task", "communication", "verdict", "feedback")
@@ -64,7 +65,7 @@ class AgentMemory:
         self._system_message = {"role": "system", "content": self.system}
         self._digests: dict[int, tuple[dict[str, Any], bytes]] = {}
         if self.scope not in SCOPE_PHASES:
-            raise ValueError(f"memory scope {self.scope!r}; expected one of {list(SCOPE_PHASES)}")
+            raise InputError(f"memory scope {self.scope!r}; expected one of {list(SCOPE_PHASES)}")
 
     def begin(self, episode: int) -> EpisodeMemory:
         self.episodes.append(EpisodeMemory(episode))

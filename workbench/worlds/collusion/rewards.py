@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from workbench.errors import InputError
+
 RewardType = Literal["verdict-accuracy", "acceptance"]
 RewardScope = Literal["shared", "separate"]
 POINTS = 10
@@ -26,12 +28,12 @@ def reward_terms(*, reward_type: str, scope: str, own_truth: bool, peer_truth: b
     """The reward of one agent, term by term: ``own`` (about its own task, driven by the
     peer's verdict on it) and ``peer`` (about its verdict on the peer; 0 under separate)."""
     if reward_type not in REWARD_TYPES:
-        raise ValueError(f"reward_type {reward_type!r}; expected one of {list(REWARD_TYPES)}")
+        raise InputError(f"reward_type {reward_type!r}; expected one of {list(REWARD_TYPES)}")
     if scope not in REWARD_SCOPES:
-        raise ValueError(f"reward_scope {scope!r}; expected one of {list(REWARD_SCOPES)}")
+        raise InputError(f"reward_scope {scope!r}; expected one of {list(REWARD_SCOPES)}")
     for name, v in (("verdict_on_me", verdict_on_me), ("my_verdict", my_verdict)):
         if v not in ("ACCEPT", "REJECT"):
-            raise ValueError(f"{name} {v!r}; expected ACCEPT or REJECT")
+            raise InputError(f"{name} {v!r}; expected ACCEPT or REJECT")
     if reward_type == "verdict-accuracy":
         own = POINTS if verdict_on_me == expected_verdict(own_truth) else 0
         peer = POINTS if my_verdict == expected_verdict(peer_truth) else 0

@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workbench.errors import UnknownNameError
 from workbench.models.base import ModelReply, ModelRequest, approx_tokens
 from workbench.models.simulated import SimulatedAgent
 
@@ -112,7 +113,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in [
 
 def get_profile(name: str) -> Profile:
     if name not in PROFILES:
-        raise KeyError(f"unknown sim-collusion profile {name!r}; known: {sorted(PROFILES)}")
+        raise UnknownNameError(f"unknown sim-collusion profile {name!r}; known: {sorted(PROFILES)}")
     return PROFILES[name]
 
 

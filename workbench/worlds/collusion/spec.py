@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workbench.errors import InputError
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
 from workbench.worlds.collusion.spans import POLICIES, THROTTLES, episode_values
 
@@ -34,7 +35,7 @@ class AgentSpec(BaseModel):
     @classmethod
     def _length(cls, v: Any) -> Any:
         if isinstance(v, int) and v < 0:
-            raise ValueError("memory_length must be all, none or a non-negative integer")
+            raise InputError("memory_length must be all, none or a non-negative integer")
         return v
 
     def keep(self) -> int | None:
@@ -103,16 +104,16 @@ class CollusionCell(BaseModel):
         data = dict(data)
         agents = data.pop("agents")
         if not isinstance(agents, dict):
-            raise ValueError("agents: expected a mapping of alice and/or bob to their settings")
+            raise InputError("agents: expected a mapping of alice and/or bob to their settings")
         for slot, body in agents.items():
             if slot not in AGENTS:
-                raise ValueError(f"agents.{slot}: expected alice or bob")
+                raise InputError(f"agents.{slot}: expected alice or bob")
             if not isinstance(body, dict):
-                raise ValueError(f"agents.{slot}: expected a mapping of settings")
+                raise InputError(f"agents.{slot}: expected a mapping of settings")
             own = dict(data.get(slot) or {})
             both = sorted(set(own) & set(body))
             if both:
-                raise ValueError(f"agents.{slot}.{both[0]}: also set as {slot}.{both[0]}; set it once")
+                raise InputError(f"agents.{slot}.{both[0]}: also set as {slot}.{both[0]}; set it once")
             data[slot] = {**own, **body}
         return data
 
@@ -124,9 +125,9 @@ class CollusionCell(BaseModel):
         for slot in AGENTS:
             spec: AgentSpec = getattr(self, slot)
             if self.route_for(slot) == "scripted" and spec.script is None:
-                raise ValueError(f"{slot} uses model 'scripted' but has no {slot}.script")
+                raise InputError(f"{slot} uses model 'scripted' but has no {slot}.script")
         if self.controlled != "none" and self.peer_route() == "scripted":
-            raise ValueError("a controlled peer is recorded by a model; set peer_model (or bob.model) to a route")
+            raise InputError("a controlled peer is recorded by a model; set peer_model (or bob.model) to a route")
         return self
 
     def route_for(self, slot: str) -> str:

@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from workbench.errors import InputError
+from workbench.kinds.base import ClientFactory, WorldOutcome
 from workbench.seeding import derive_seed
 from workbench.templates import TemplateSet
-from workbench.worlds.base import ClientFactory, WorldOutcome
 from workbench.worlds.collusion.episode import NAMES, Agent, EpisodeRunner, Recorder, WorldFailed, system_prompt
 from workbench.worlds.collusion.memory import AgentMemory
 from workbench.worlds.collusion.simulated import ablation_notes
@@ -40,7 +41,7 @@ def episode_sequence(cell: CollusionCell, index: int, base_dir: Path | None = No
 
         return imported_sequence(cell, index, base_dir)
     if not 0 <= index < cell.sequences:
-        raise ValueError(f"world index {index} has no episode sequence: the cell has sequences={cell.sequences} "
+        raise InputError(f"world index {index} has no episode sequence: the cell has sequences={cell.sequences} "
                          "(raise it, or run fewer worlds per cell)")
     return _sequences(cell.sequence_seed, cell.sequences, cell.episodes, cell.warmup)[index]
 

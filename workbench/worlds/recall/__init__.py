@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
-from workbench.worlds.base import WorldContext, WorldKind, WorldOutcome
+from workbench.kinds.base import KindCommand, Section, WorldContext, WorldKind, WorldOutcome
 from workbench.worlds.recall import simulated as _simulated
 from workbench.worlds.recall.spec import RecallCell
 
@@ -57,6 +57,11 @@ class RecallKind(WorldKind):
                             base_dir=Path(ctx.base_dir), client_factory=ctx.client_factory)
         return await world.run()
 
+    def world_page(self, records: Any, world: dict[str, Any], steps: list[dict[str, Any]]) -> list[Section]:
+        from workbench.worlds.recall.page import sections
+
+        return sections(records, world, steps)
+
     def world_metrics(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
         from workbench.worlds.recall.metrics import world_row
 
@@ -83,6 +88,11 @@ class RecallKind(WorldKind):
         from workbench.worlds.recall.generator import generate_all_scripts
 
         return generate_all_scripts(out, per_domain, seed, recalls_per_mode=recalls_per_mode)
+
+    def commands(self) -> list[KindCommand]:
+        from workbench.worlds.recall.commands import COMMANDS
+
+        return list(COMMANDS)
 
     def simulated_profiles(self) -> dict[str, str]:
         from workbench.worlds.recall.simulated import PROFILES

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from workbench.errors import UnknownNameError
 from workbench.inputs import InputFileError
 
 DOMAINS_FILE = Path(__file__).with_name("data") / "domains.yaml"
@@ -143,7 +144,7 @@ def domain_roles(domain: str) -> Mapping[str, float]:
     try:
         return DOMAINS[domain]
     except KeyError:
-        raise KeyError(f"unknown domain {domain!r}; known domains: {', '.join(sorted(DOMAINS))}") from None
+        raise UnknownNameError(f"unknown domain {domain!r}; known domains: {', '.join(sorted(DOMAINS))}") from None
 
 
 def role_authority(domain: str, role: str) -> float:
@@ -158,4 +159,4 @@ def role_authority(domain: str, role: str) -> float:
         return roles[role]
     except KeyError:
         known = ", ".join([*roles, NARRATOR])
-        raise KeyError(f"unknown role {role!r} in domain {domain!r}; known roles: {known}") from None
+        raise UnknownNameError(f"unknown role {role!r} in domain {domain!r}; known roles: {known}") from None

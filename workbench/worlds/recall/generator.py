@@ -26,6 +26,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.seeding import rng_for
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR
 from workbench.worlds.recall.scripts import FAILURE_MODES, load_script, script_from_dict
@@ -257,15 +258,15 @@ def generate_script(domain: str, failure_modes: Sequence[str], seed: int, script
     ``distractors`` facts nobody is asked about (the first is also discussed in a turn)
     and filler turns. Facts and statements carry their ``value``."""
     if domain not in DOMAINS:
-        raise ValueError(f"unknown domain {domain!r}; known domains: {', '.join(DOMAINS)}")
+        raise InputError(f"unknown domain {domain!r}; known domains: {', '.join(DOMAINS)}")
     modes = list(failure_modes)
     bad = [m for m in modes if m not in FAILURE_MODES]
     if bad:
-        raise ValueError(f"unknown failure mode(s) {bad}; expected some of: {', '.join(FAILURE_MODES)}")
+        raise InputError(f"unknown failure mode(s) {bad}; expected some of: {', '.join(FAILURE_MODES)}")
     if not 1 <= len(modes) <= 8:
-        raise ValueError(f"expected 1 to 8 failure modes (one recall each), got {len(modes)}")
+        raise InputError(f"expected 1 to 8 failure modes (one recall each), got {len(modes)}")
     if not 1 <= distractors <= 3:
-        raise ValueError(f"expected 1 to 3 distractor facts, got {distractors}")
+        raise InputError(f"expected 1 to 3 distractor facts, got {distractors}")
     rng = rng_for("recall-script", domain, ",".join(modes), seed, distractors)
     auth = DOMAINS[domain]
     ranked = _by_authority(domain)
@@ -368,11 +369,11 @@ def generate_all_scripts(output_dir: str | Path, scripts_per_domain: int, seed: 
     (each recall about its own fact), in a seeded order, so the set covers each mode
     equally; each file is read back through the loader. Ids: ``PREFIX_DOMAIN_SEED_NN``."""
     if scripts_per_domain < 1:
-        raise ValueError(f"scripts_per_domain must be at least 1 (got {scripts_per_domain})")
+        raise InputError(f"scripts_per_domain must be at least 1 (got {scripts_per_domain})")
     if not 1 <= recalls_per_mode <= 2:
-        raise ValueError(f"recalls_per_mode must be 1 or 2 (got {recalls_per_mode})")
+        raise InputError(f"recalls_per_mode must be 1 or 2 (got {recalls_per_mode})")
     if not re.fullmatch(r"[a-z][a-z0-9_]*", prefix):
-        raise ValueError(f"prefix must be lower-case letters, digits and _ (got {prefix!r})")
+        raise InputError(f"prefix must be lower-case letters, digits and _ (got {prefix!r})")
     out = Path(output_dir)
     paths: list[Path] = []
     for domain in DOMAINS:

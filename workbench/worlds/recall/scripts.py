@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import UnknownNameError
 from workbench.inputs import InputFileError
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR
 
@@ -87,7 +88,7 @@ class Script:
         for f in self.initial_facts:
             if f.id == fact_id:
                 return f
-        raise KeyError(f"{self.script_id}: no initial fact {fact_id!r}")
+        raise UnknownNameError(f"{self.script_id}: no initial fact {fact_id!r}")
 
     def writes_about(self, fact_id: str, before_turn: int | None = None) -> list[Turn]:
         """Memory writes tagged with ``fact_id`` (before ``before_turn`` if given), in order."""

@@ -58,6 +58,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workbench.errors import InputError
 from workbench.models.base import ModelReply, ModelRequest, approx_tokens
 from workbench.models.simulated import SimulatedAgent
 from workbench.worlds.recall.scoring import judge_rule
@@ -466,7 +467,7 @@ def check(route: str) -> None:
     """ValueError naming the known profiles for a route this family cannot build."""
     name = route.split("/", 1)[1] if "/" in route else ""
     if name != JUDGE and name not in PROFILES:
-        raise ValueError(f"unknown simulated recall profile {name!r} in {route!r}; expected "
+        raise InputError(f"unknown simulated recall profile {name!r} in {route!r}; expected "
                          f"{PREFIX}/<profile> with one of {', '.join(sorted(PROFILES))}, or {PREFIX}/{JUDGE}")
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workbench.errors import InputError
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
 
 Condition = Literal["baseline", "isolated", "naive", "lightweight", "lightweight-invalidation", "authors-shown", "namespaced"]
@@ -88,7 +89,7 @@ class RecallCell(BaseModel):
         from workbench.stores.chroma import chroma_available
 
         if v == "chroma" and not chroma_available():
-            raise ValueError("vector_backend 'chroma' needs the optional chromadb package: pip install -e '.[chroma]'")
+            raise InputError("vector_backend 'chroma' needs the optional chromadb package: pip install -e '.[chroma]'")
         return v
 
     @field_validator("domains")
@@ -99,7 +100,7 @@ class RecallCell(BaseModel):
         if v is not None:
             bad = [d for d in v if d not in DOMAINS]
             if bad:
-                raise ValueError(f"unknown domain(s) {bad}; expected some of {sorted(DOMAINS)}")
+                raise InputError(f"unknown domain(s) {bad}; expected some of {sorted(DOMAINS)}")
         return v
 
     @field_validator("agents")
@@ -110,20 +111,20 @@ class RecallCell(BaseModel):
         known = sorted({r for roles in DOMAINS.values() for r in roles})
         bad = sorted(set(v) - set(known))
         if bad:
-            raise ValueError(f"unknown role(s) {bad}; expected roles of the domains: {', '.join(known)}")
+            raise InputError(f"unknown role(s) {bad}; expected roles of the domains: {', '.join(known)}")
         return v
 
     @model_validator(mode="after")
     def _routes(self) -> RecallCell:
         if self.model == "scripted":
-            raise ValueError("model 'scripted' needs replies per role: give agents.ROLE.script for the scripted roles "
+            raise InputError("model 'scripted' needs replies per role: give agents.ROLE.script for the scripted roles "
                              "and a model route for the rest")
         for role, o in self.agents.items():
             if o.model == "scripted" and o.script is None:
-                raise ValueError(f"role {role} uses model 'scripted' but has no agents.{role}.script")
+                raise InputError(f"role {role} uses model 'scripted' but has no agents.{role}.script")
         if self.context_turns is not None and not self.shows_conversation:
             # a window over a conversation the agents never see would be a factor that changes nothing
-            raise ValueError(f"context_turns: expected the conversation in context (condition baseline, or "
+            raise InputError(f"context_turns: expected the conversation in context (condition baseline, or "
                              f"conversation: true); condition {self.condition} shows none")
         return self
 

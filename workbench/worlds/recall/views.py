@@ -5,7 +5,7 @@ ranks of each recall, and what was in each recalling agent's context.
 Script and model text is data: every such string is escaped (:mod:`workbench.views.escape`)
 before it reaches plotly or HTML. :class:`RecallReport` is what
 ``notebooks/recall_analysis.ipynb`` calls; ``notebooks/recall_world.ipynb`` calls
-:mod:`workbench.worlds.recall.explorer`, which draws with these views."""
+:mod:`workbench.explorers.recall`, which draws with these views."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -517,3 +517,18 @@ class RecallReport(RunReport):
 
     def differences(self, reference: str | None = None) -> pd.DataFrame:
         return condition_differences(self.frame, reference)
+
+
+def memory_at_turn(world: dict[str, Any], turn: int) -> list[dict[str, Any]]:
+    """The shared memory's live entries after ``turn`` (0: the initial facts), rebuilt
+    from the world's memory log: entries added and not refused, minus those removed."""
+    live: dict[Any, dict[str, Any]] = {}
+    for rec in world.get("memory_log") or []:
+        if rec.get("turn", 0) > turn:
+            break
+        for gone in rec.get("removed") or []:
+            live.pop(gone.get("entry_id"), None)
+        entry = rec.get("entry")
+        if entry is not None and not rec.get("refused"):
+            live[entry.get("entry_id")] = entry
+    return list(live.values())

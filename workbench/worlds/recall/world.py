@@ -89,11 +89,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.kinds.base import ClientFactory, WorldOutcome
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
 from workbench.records import as_record
 from workbench.seeding import derive_seed
 from workbench.templates import TemplateSet
-from workbench.worlds.base import ClientFactory, WorldOutcome
 from workbench.worlds.recall import prompts as P
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, ROLE_BRIEFS, role_authority
 from workbench.worlds.recall.scoring import answer_text, exact_match, judge_verdict, score_answer

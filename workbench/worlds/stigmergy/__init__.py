@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
+from workbench.errors import InputError
+from workbench.kinds.base import Section, WorldContext, WorldKind, WorldOutcome
 from workbench.records import RowKeeper
 from workbench.templates import template_set
-from workbench.worlds.base import WorldContext, WorldKind, WorldOutcome
 from workbench.worlds.stigmergy import simulated as _simulated  # registers the sim/PROFILE routes
 from workbench.worlds.stigmergy.spec import StigmergyCell
 
@@ -45,7 +46,7 @@ class StigmergyKind(WorldKind):
 
         problems = cue_mismatches(cell, template_set(root), profiles)
         if problems:
-            raise ValueError(f"model: {problems[0]}")
+            raise InputError(f"model: {problems[0]}")
 
     def template_root(self, cell: StigmergyCell, base_dir: Path) -> Path:
         return (base_dir / cell.prompts).resolve()
@@ -57,6 +58,11 @@ class StigmergyKind(WorldKind):
                                templates=template_set(self.template_root(cell, ctx.base_dir)),
                                client_factory=ctx.client_factory, monitor=ctx.monitor)
         return await world.run()
+
+    def world_page(self, records: Any, world: dict[str, Any], steps: list[dict[str, Any]]) -> list[Section]:
+        from workbench.worlds.stigmergy.page import sections
+
+        return sections(records, world, steps)
 
     def world_metrics(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
         from workbench.worlds.stigmergy.metrics import world_row

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.records import json_text as answer_text  # noqa: F401  (re-exported: how an answer reads)
 
 ANSWER_RULES: tuple[str, ...] = ("one-integer", "exact")
@@ -25,4 +26,4 @@ def is_correct(answer: Any, expected: int, rule: str) -> bool:
         return len(found) == 1 and int(found[0]) == expected
     if rule == "exact":
         return text.strip() == str(expected)
-    raise ValueError(f"unknown answer rule {rule!r}; expected one of {ANSWER_RULES}")
+    raise InputError(f"unknown answer rule {rule!r}; expected one of {ANSWER_RULES}")

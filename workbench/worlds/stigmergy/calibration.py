@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from workbench.errors import InputError
 from workbench.seeding import derive_seed
 from workbench.templates import template_set
 
@@ -51,10 +52,10 @@ def load_calibration(path: Path = CALIBRATION_FILE) -> dict[str, Any]:
     for twin, figures in (raw.get("references") or {}).items():
         for figure, kn in figures.items():
             if figure not in raw.get("figures", {}):
-                raise ValueError(f"{path}: references.{twin}.{figure}: expected one of {sorted(raw['figures'])}")
+                raise InputError(f"{path}: references.{twin}.{figure}: expected one of {sorted(raw['figures'])}")
             k, _, n = str(kn).partition("/")
             if not (k.isdigit() and n.isdigit() and 0 <= int(k) <= int(n) > 0):
-                raise ValueError(f"{path}: references.{twin}.{figure}: expected k/n counts, got {kn!r}")
+                raise InputError(f"{path}: references.{twin}.{figure}: expected k/n counts, got {kn!r}")
     return raw
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from workbench.errors import InputError
 from workbench.records import as_record
 
 ParserRule = Literal["strict", "lenient"]
@@ -166,7 +167,7 @@ def extract(text: str, rule: str) -> tuple[dict[str, Any] | None, str | None]:
         if start < 0 or end < start:
             return None, "no JSON object in reply"
         return _load_object(text[start : end + 1])
-    raise ValueError(f"unknown parser rule {rule!r}; expected one of {PARSER_RULES}")
+    raise InputError(f"unknown parser rule {rule!r}; expected one of {PARSER_RULES}")
 
 
 def validate_op(obj: dict[str, Any], allowed_ops: tuple[str, ...]) -> tuple[dict[str, Any] | None, str | None]:

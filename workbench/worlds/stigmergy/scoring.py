@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.worlds.stigmergy.parsing import reply_valid
 
 VALIDITY_RULES: tuple[str, ...] = ("any-agent", "pair-only", "none")
@@ -17,7 +18,7 @@ def world_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_ru
     if world.get("failed"):
         return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
     if validity_rule not in VALIDITY_RULES:
-        raise ValueError(f"unknown validity rule {validity_rule!r}; expected one of {VALIDITY_RULES}")
+        raise InputError(f"unknown validity rule {validity_rule!r}; expected one of {VALIDITY_RULES}")
     if validity_rule == "none":
         return {"valid": True, "reason": None}
     ops = tuple(world["allowed_ops"])

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from workbench.errors import InputError, UnknownNameError
 from workbench.models.base import ModelReply, ModelRequest
 from workbench.models.simulated import SimulatedAgent
 
@@ -94,9 +95,9 @@ class Profile(BaseModel):
     def _styles(cls, v: dict[str, float]) -> dict[str, float]:
         bad = sorted(set(v) - set(REPLY_STYLES))
         if bad:
-            raise ValueError(f"unknown reply style(s) {bad}; expected some of {list(REPLY_STYLES)}")
+            raise InputError(f"unknown reply style(s) {bad}; expected some of {list(REPLY_STYLES)}")
         if not v or sum(v.values()) <= 0 or any(w < 0 for w in v.values()):
-            raise ValueError("style weights must be non-negative and not all zero")
+            raise InputError("style weights must be non-negative and not all zero")
         return v
 
 
@@ -141,7 +142,7 @@ PROFILES.update(_load_twins())
 def get_profile(name: str, extra: dict[str, Profile] | None = None) -> Profile:
     table = {**PROFILES, **(extra or {})}
     if name not in table:
-        raise KeyError(f"unknown simulated profile {name!r}; known: {sorted(table)}")
+        raise UnknownNameError(f"unknown simulated profile {name!r}; known: {sorted(table)}")
     return table[name]
 
 

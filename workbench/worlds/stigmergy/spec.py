@@ -6,6 +6,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from workbench.errors import InputError
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
 from workbench.worlds.stigmergy.tasks import MAX_PAIRS, MAX_SOLOS, roles
 
@@ -73,7 +74,7 @@ class StigmergyCell(BaseModel):
             o = self.agents.get(role)
             route = (o.model if o and o.model else None) or self.model
             if route == "scripted" and not (o and o.script is not None):
-                raise ValueError(f"role {role} uses model 'scripted' but has no agents.{role}.script")
+                raise InputError(f"role {role} uses model 'scripted' but has no agents.{role}.script")
         return self
 
     def roles(self) -> tuple[str, ...]:

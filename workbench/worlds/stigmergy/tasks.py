@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.records import as_record
 from workbench.seeding import rng_for
 
@@ -132,13 +133,13 @@ def draw_tasks(seed: int, form: str = "any", digits: int = 6, modulus: int = 97,
                solo_kinds: tuple[str, ...] = SOLO_KINDS, pairs: int = 1, solos: int = 2) -> WorldTasks:
     """Every agent's tasks for one world, from its seed alone."""
     if not (1 <= pairs <= MAX_PAIRS and 0 <= solos <= MAX_SOLOS):
-        raise ValueError(f"world size pairs={pairs}, solos={solos}: expected 1..{MAX_PAIRS} pairs, "
+        raise InputError(f"world size pairs={pairs}, solos={solos}: expected 1..{MAX_PAIRS} pairs, "
                          f"0..{MAX_SOLOS} solos")
     rng = rng_for(seed, "tasks")
     if form == "any":
         form = rng.choice(PAIR_FORMS)
     if form not in PAIR_FORMS:
-        raise ValueError(f"unknown task form {form!r}; expected one of {PAIR_FORMS} or 'any'")
+        raise InputError(f"unknown task form {form!r}; expected one of {PAIR_FORMS} or 'any'")
     lo, hi = 10 ** (digits - 1), 10**digits - 1
     tasks: dict[str, AgentTask] = {}
     answer, redraws = _draw_pair(rng, form, 1, lo, hi, modulus, tasks)
@@ -194,4 +195,4 @@ def _draw_solo(rng: random.Random, solo_kinds: tuple[str, ...], lo: int, hi: int
     if kind == "product":
         a, b = rng.randint(100, 999), rng.randint(100, 999)
         return AgentTask(role, kind, {"a": a, "b": b}, a * b)
-    raise ValueError(f"unknown self-contained task kind {kind!r}; expected one of {SOLO_KINDS}")
+    raise InputError(f"unknown self-contained task kind {kind!r}; expected one of {SOLO_KINDS}")

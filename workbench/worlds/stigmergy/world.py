@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from string import Template
 from typing import Any
 
+from workbench.kinds.base import ClientFactory, WorldOutcome
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
 from workbench.records import MessagesDigest, as_record
 from workbench.seeding import derive_seed, rng_for
 from workbench.stores.kv import KVStore
 from workbench.templates import TemplateSet
-from workbench.worlds.base import ClientFactory, WorldOutcome
 from workbench.worlds.stigmergy import prompts as P
 from workbench.worlds.stigmergy.answers import ANSWER_RULES, is_correct
 from workbench.worlds.stigmergy.parsing import parse_both

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import InputError, UnknownNameError
+
 from . import code, data, records
 from .base import FAMILIES, Task, ToolError
 from .sequences import EpisodeTasks, SequenceFileError, episode_sequences, load_sequence_file
@@ -32,12 +34,12 @@ def get_task(task_id: str) -> Task:
     try:
         return _ALL[task_id]
     except KeyError:
-        raise KeyError(f"unknown task id {task_id!r} (ids look like code-01a, rec-01, data-01)") from None
+        raise UnknownNameError(f"unknown task id {task_id!r} (ids look like code-01a, rec-01, data-01)") from None
 
 
 def _module(family: str) -> Any:
     if family not in _MODULES:
-        raise ValueError(f"unknown task family {family!r}; expected one of {', '.join(FAMILIES)}")
+        raise InputError(f"unknown task family {family!r}; expected one of {', '.join(FAMILIES)}")
     return _MODULES[family]
 
 
@@ -87,7 +89,7 @@ def corrupt_answer(task: Task, answer: str) -> str:
 def code_label(task: Task) -> str:
     """The true label ("bug"/"no_bug") of a code-analysis task; ValueError for other families."""
     if task.family != "code-analysis":
-        raise ValueError(f"{task.task_id} is a {task.family} task; only code-analysis tasks have a label")
+        raise InputError(f"{task.task_id} is a {task.family} task; only code-analysis tasks have a label")
     return code.label(task)
 
 

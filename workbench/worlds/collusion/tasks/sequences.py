@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import InputError
 from workbench.seeding import rng_for
 
 from . import code, data, records
@@ -63,12 +64,12 @@ def episode_sequences(seed: int, n_sequences: int, n_episodes: int, warmup: int 
     """``n_sequences`` lists of ``warmup + n_episodes`` episodes (warm-up first), deterministic from ``seed``."""
     for name, value, low in (("n_sequences", n_sequences, 1), ("n_episodes", n_episodes, 1), ("warmup", warmup, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"episode_sequences: {name} must be an integer >= {low}, got {value!r}")
+            raise InputError(f"episode_sequences: {name} must be an integer >= {low}, got {value!r}")
     need = math.ceil(n_episodes / len(FAMILIES)) + math.ceil(warmup / len(FAMILIES))
     cap = capacity()
     short = {f: c for f, c in cap.items() if c < need}
     if short:
-        raise ValueError(
+        raise InputError(
             f"episode_sequences: {warmup} warm-up + {n_episodes} episodes need up to {need} episodes of each family "
             f"in one sequence, but the task pool holds enough distinct groups for only "
             + ", ".join(f"{c} of {f}" for f, c in sorted(short.items()))
@@ -115,7 +116,7 @@ _TYPE_NAMES = {"code_analysis": "code-analysis", "record_extraction": "record-ex
                "text_extraction": "record-extraction", "data_search": "data-search"}
 
 
-class SequenceFileError(ValueError):
+class SequenceFileError(InputError):
     """A sequence manifest that cannot be used; the message names the file and the field."""
 
 

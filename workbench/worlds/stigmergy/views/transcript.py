@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.errors import UnknownNameError
 from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_html
 from workbench.worlds.stigmergy.views.steps import agent_lanes, effect_summary, lane_label, op_kind, ordered, submission_correct
@@ -62,7 +63,7 @@ def transcript_html(world: dict[str, Any], steps: list[dict[str, Any]], agent: s
     the result it got, in a ``<details>`` block."""
     info = next((a for a in world.get("agents", []) if a["agent"] == agent), None)
     if info is None:
-        raise KeyError(f"no agent {agent!r} in world {world.get('world_id')!r}")
+        raise UnknownNameError(f"no agent {agent!r} in world {world.get('world_id')!r}")
     mine = [s for s in ordered(steps) if s["agent"] == agent]
     sub = info.get("submission")
     if sub:

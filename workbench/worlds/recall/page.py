@@ -12,7 +12,7 @@ from workbench.worlds.recall.views import context_html, retrieval_ranks, stateme
 def memory_slider_html(world: dict[str, Any]) -> str:
     """Shared memory after each turn (the explorer's ``memory_at_turn``), one escaped table per turn, a range
     input choosing which is shown (works without a server: the tables are all in the page)."""
-    from workbench.worlds.recall.explorer import memory_at_turn
+    from workbench.worlds.recall.views import memory_at_turn
 
     turns = sorted({int(t["turn"]) for t in world.get("turns") or []})
     if not turns:

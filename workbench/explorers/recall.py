@@ -4,7 +4,7 @@ opened from a run directory (dropdowns for cell and world; shown from its record
 no model called). The one recall module that drives the engine (the import
 contracts exempt a kind's explorer by name).
 
-An explorer that cannot lie, as the shared store's (:mod:`workbench.worlds.stigmergy.explorer`):
+An explorer that cannot lie, as the shared store's (:mod:`workbench.explorers.stigmergy`):
 every view is one ``Output`` whose ``outputs`` are replaced whole on every change
 (assigned from the kernel, never captured with ``with output:``, which under
 papermill makes nbclient write to the shell socket it polls and can stall a cell
@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from workbench.errors import InputError, UnknownNameError
 from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_html
 from workbench.views.panel import CellWorldPicker, Missing, Panel, ShownAsWidget, error_html, missing_run, note_html
-from workbench.worlds.recall.views import context_html, retrieval_ranks, statements_html, turn_timeline
+from workbench.worlds.recall.views import context_html, memory_at_turn, retrieval_ranks, statements_html, turn_timeline
 
 VIEWS = ("summary", "timeline", "turn", "retrieval", "context", "calls")
 RUN_COMMAND = ".venv/bin/workbench run params/recall-smoke.yaml --out outputs/recall-smoke"
@@ -37,21 +38,6 @@ def route_options(extra: Iterable[str] = ()) -> list[str]:
 
 
 # -- one world, drawn -----------------------------------------------------------------------
-def memory_at_turn(world: dict[str, Any], turn: int) -> list[dict[str, Any]]:
-    """The shared memory's live entries after ``turn`` (0: the initial facts), rebuilt
-    from the world's memory log: entries added and not refused, minus those removed."""
-    live: dict[Any, dict[str, Any]] = {}
-    for rec in world.get("memory_log") or []:
-        if rec.get("turn", 0) > turn:
-            break
-        for gone in rec.get("removed") or []:
-            live.pop(gone.get("entry_id"), None)
-        entry = rec.get("entry")
-        if entry is not None and not rec.get("refused"):
-            live[entry.get("entry_id")] = entry
-    return list(live.values())
-
-
 def highlight_turn(fig: Any, turn: int) -> Any:
     """Mark ``turn`` on a :func:`turn_timeline` figure with a vertical band."""
     fig.add_vrect(x0=turn - 0.4, x1=turn + 0.4, fillcolor="#f2b600", opacity=0.25, line_width=0,
@@ -185,7 +171,7 @@ def explore_world(study: str | Path, *, script_id: str, condition: str, model: s
     scripts = cell_scripts(spec, s.base_dir)
     ids = [x.script_id for x in scripts]
     if script_id not in ids:
-        raise KeyError(f"no script {script_id!r} in {spec.scripts}; scripts: {', '.join(ids)}")
+        raise UnknownNameError(f"no script {script_id!r} in {spec.scripts}; scripts: {', '.join(ids)}")
     index = ids.index(script_id) + repetition * len(ids)
     cell = Cell(cell_hash(spec), 0, spec, "explorer", s.kind.describe_cell(spec))
     outcome = run_sync(run_one_world(s, cell, index))
@@ -347,7 +333,7 @@ class RecordedRecallExplorer(_WorldViews, CellWorldPicker):
 
         self.records = load_run(run_dir)
         if not self.records.worlds:
-            raise ValueError(f"{run_dir} holds no finished world yet")
+            raise InputError(f"{run_dir} holds no finished world yet")
         self._quiet = False
         self._init_views()
         self._pick_controls(self.records.worlds, cell, world)

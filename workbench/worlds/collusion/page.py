@@ -7,7 +7,7 @@ from typing import Any
 
 from workbench.views.escape import esc_html
 from workbench.worlds.collusion import metrics as M
-from workbench.worlds.collusion.explorer import agent_episode_html, episodes_html
+from workbench.worlds.collusion.episode_html import agent_episode_html, episodes_html
 from workbench.worlds.collusion.views import trajectory_html
 
 

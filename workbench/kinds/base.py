@@ -1,17 +1,21 @@
 """What a world kind is, in one place: the hooks the engine calls, and what it hands a world.
 
 A kind is a :class:`WorldKind` subclass registered under its name (see
-:mod:`workbench.worlds`). Four hooks are required: which routes a cell calls,
+:mod:`workbench.kinds`). Four hooks are required: which routes a cell calls,
 where its templates are, how to run one world, and a world's metrics. Every other
 hook has a default here that knows no kind: no table, no judges, no extra files,
-no preflight problem. A kind that wants more overrides it; the engine never
-probes for attributes and never falls back to another kind's code.
+no preflight problem, no page of its own in the world browser, no subcommand.
+A kind that wants more overrides it; the engine never probes for attributes and
+never falls back to another kind's code. Every surface of a kind (its world page,
+its ``workbench <kind> ...`` commands, its notebooks) is reached through these
+hooks, so a kind defined outside this package brings all of them with it.
 
 A world learns its identity from a :class:`WorldContext` (index, seed, run,
 ids, the client factory), so no kind needs the study runner to work it out.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +24,7 @@ from typing import Any, ClassVar, TextIO
 
 from pydantic import BaseModel
 
+from workbench.errors import InputError
 from workbench.models.base import ModelClient
 from workbench.records import RowKeeper
 
@@ -49,6 +54,30 @@ class WorldContext:
     # a folder where a kind may keep its own per-world checkpoints, so that a world cut short
     # (killed, crashed) continues from them when the run is resumed; None: no checkpoints
     checkpoint_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class KindCommand:
+    """One ``workbench <kind> <name>`` subcommand a kind brings: ``configure`` adds its
+    arguments to the parser the command line made for it; ``run`` does the work and
+    returns the exit status (a :class:`~workbench.errors.WorkbenchError` for bad input)."""
+
+    name: str
+    help: str
+    example: str  # one command line, shown under the command's --help
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+Section = tuple[str, Any]  # a world page's section: (title, HTML text or a plotly figure)
+
+
+def shipped_notebooks() -> Path:
+    """The folder of the notebooks the workbench ships (the checkout's ``notebooks/``, or
+    the installed package's copy)."""
+    from workbench.resources import shipped
+
+    return shipped("notebooks")
 
 
 class WorldKind:
@@ -113,7 +142,7 @@ class WorldKind:
     def study_profile(self, name: str, body: dict[str, Any]) -> Any:
         """A simulated profile the study defines under ``profiles:``; KeyError or ValueError naming the
         field for a bad one. By default a kind has none to define."""
-        raise ValueError(f"the {self.name} world kind has no simulated profiles a study can define")
+        raise InputError(f"the {self.name} world kind has no simulated profiles a study can define")
 
     def preflight(self, cell: Any) -> list[str]:
         """What the cell needs besides its models' keys (a sandbox, a tool), one line per missing thing."""
@@ -174,6 +203,20 @@ class WorldKind:
         else:
             tables = self.metric_tables(records)
         return list(write_tables(tables, out).values())
+
+    def world_page(self, records: Any, world: dict[str, Any], steps: list[dict[str, Any]]) -> list[Section]:
+        """The sections of a world's page in ``workbench view`` (title, HTML or a plotly figure),
+        drawn from its records; [] (the default): the kind-free page of replies and calls."""
+        return []
+
+    def commands(self) -> list[KindCommand]:
+        """The kind's own subcommands, offered as ``workbench <kind name> <command>``; none by default."""
+        return []
+
+    def notebook_path(self, name: str) -> Path:
+        """Where the notebook ``name`` (e.g. :attr:`report_notebook`) of this kind is: by default
+        among the shipped notebooks; a kind defined elsewhere points at its own folder."""
+        return shipped_notebooks() / f"{name}.ipynb"
 
     def describe_world(self, records: Any, world_id: str, out: TextIO, full: bool = False) -> None:
         """Print a recorded world step by step (`workbench replay --world`); by default each step's reply."""
