@@ -554,6 +554,25 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_init(args: argparse.Namespace) -> int:
+    from workbench.starter import STUDY_FILE, examples, write_starter
+
+    if args.list:
+        for name, path in examples().items():
+            print(f"{name:<22} {path}")
+        return 0
+    if not args.dir:
+        raise InputError("init: expected a folder to write the study into (or --list)")
+    written = write_starter(args.dir, args.example)
+    folder = Path(args.dir)
+    print(f"wrote {written[0]} and {len(written) - 1} template or script folder(s) it reads beside it")
+    if not args.quiet:
+        print(f"next:\n  workbench validate {folder / STUDY_FILE}\n  workbench run {folder / STUDY_FILE} --out "
+              f"{folder / 'outputs' / args.example}\n  workbench report {folder / 'outputs' / args.example}",
+              file=sys.stderr)
+    return 0
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from workbench.kinds import get_kind, kind_names
 
@@ -722,6 +741,7 @@ EXAMPLES = {
     "lock data": "workbench lock data e1-data outputs/e1",
     "lock verify": "workbench lock verify --locks locks",
     "setup": "workbench setup",
+    "init": "workbench init my-study --example smoke",
     "models": "workbench models fetch qwen2.5-coder-0.5b",
     "models list": "workbench models list",
     "models fetch": "workbench models fetch qwen2.5-coder-0.5b",
@@ -822,7 +842,8 @@ def build_parser(kinds: list[Any] | None = None) -> argparse.ArgumentParser:
     p = _subparser(sub, "view", help="browse every world of one or more run sets in a browser, offline "
                                     "(a server on 127.0.0.1, or --bundle: static files)")
     p.add_argument("dirs", nargs="+", metavar="RUN_DIR", help="run directories (several: side by side, cells matched)")
-    p.add_argument("--bundle", metavar="OUT", help="write the viewer as static files here instead of serving")
+    p.add_argument("--bundle", "--static", dest="bundle", metavar="OUT",
+                   help="write the viewer as static files here instead of serving (works from file://)")
     p.add_argument("--examples", type=int, default=3, help="world pages per cell in a bundle (default 3)")
     p.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8765, help="port to serve on (0: any free port)")
@@ -888,6 +909,11 @@ def build_parser(kinds: list[Any] | None = None) -> argparse.ArgumentParser:
                    help="run each twin on its reference designs; exit 1 if a figure is outside its reference")
     p.add_argument("--show", metavar="NAME", help="print one profile's parameters and cues")
     p.set_defaults(func=_cmd_profiles)
+    p = _subparser(sub, "init", help="write a starter study (params and the templates it reads) into a new folder")
+    p.add_argument("dir", nargs="?", help="the new folder")
+    p.add_argument("--example", default="smoke", help="which shipped study to start from (default smoke; --list)")
+    p.add_argument("--list", action="store_true", help="list the shipped studies and exit")
+    p.set_defaults(func=_cmd_init)
     p = _subparser(sub, "export", help="write a run set in another tool's format (inspect: Inspect eval logs)")
     esub = p.add_subparsers(dest="export_command", required=True)
     q = _subparser(esub, "inspect", "export", help="one Inspect eval log per cell, a sample per world (needs the [inspect] extra)")

@@ -26,7 +26,6 @@ PACKAGE = Path(__file__).resolve().parent
 DEFAULT_DIR = Path("locks")
 METRIC_CODE = ("metrics/*.py", "stats.py")  # kind-free scoring code; a kind adds all of its own (code_files)
 _INSTALLED = Path(__file__).resolve().parent  # where the package really is (PACKAGE can be pointed at a copy)
-NOTEBOOKS = ROOT / "notebooks"  # where a kind's report notebook is (WorldKind.report_notebook)
 
 
 class LockError(InputError):
@@ -69,7 +68,7 @@ def study_files(params: str | Path) -> tuple[dict[str, str], dict[str, Any]]:
     kind = study.kind
     paths: set[Path] = {Path(params).resolve()}
     if kind.report_notebook:  # the analysis is part of the design
-        paths.add((NOTEBOOKS / f"{kind.report_notebook}.ipynb").resolve())
+        paths.add(kind.notebook_path(kind.report_notebook).resolve())
     for c in study.cells:
         paths.update(p.resolve() for p in sorted(kind.template_root(c.spec, study.base_dir).rglob("*.txt")))
         # a kind's own inputs: scenario scripts, task data

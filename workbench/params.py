@@ -20,6 +20,7 @@ from workbench.errors import InputError, UnknownNameError
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
 from workbench.kinds import get_kind, kind_names, load_kinds
 from workbench.models.factory import check_route
+from workbench.resources import study_path
 
 
 class ParamsError(InputFileError):
@@ -155,7 +156,7 @@ def cell_hash(spec: BaseModel) -> str:
 
 def monitor_prompt_path(params_path: Path, monitor: MonitorSpec) -> Path:
     """Where a study's monitor template is: relative to the params file, like the kinds' prompts."""
-    return (Path(params_path).parent / monitor.prompt).resolve()
+    return study_path(Path(params_path).parent, monitor.prompt, explicit="prompt" in monitor.model_fields_set)
 
 
 def load_study(path: str | Path) -> Study:

@@ -31,3 +31,18 @@ def shipped(*parts: str) -> Path:
 def installed_from_wheel() -> bool:
     """Whether the shipped files are the package's bundled copy (no checkout around it)."""
     return (Path(str(files("workbench"))) / BUNDLE).is_dir()
+
+
+def study_path(base_dir: str | Path, value: str, *, explicit: bool) -> Path:
+    """A folder or file a study names relative to its params file (``prompts:``, ``scripts:``).
+
+    A value the study wrote (``explicit``) is taken as written, existing or not, so a typo
+    is reported rather than papered over. A default the study never wrote, missing beside
+    the study, is the shipped copy of the same name: a study kept outside the repository
+    runs on the shipped templates without naming them. Records hash the content either way.
+    """
+    path = (Path(base_dir) / value).resolve()
+    if explicit or path.exists() or Path(value).is_absolute():
+        return path
+    fallback = shipped("params", value).resolve()
+    return fallback if fallback.exists() else path

@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workbench.errors import UnknownNameError
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
+from workbench.resources import shipped
 
-DEFAULT_PATH = Path(__file__).resolve().parents[2] / "params" / "local-models.yaml"
+DEFAULT_PATH = shipped("params", "local-models.yaml")
 
 
 class LocalModelError(InputFileError):

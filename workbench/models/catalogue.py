@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from workbench.errors import InputError, UnknownNameError
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
+from workbench.resources import shipped
 
 # Providers whose route prefix a study may use directly (``openai/gpt-5.4``).
 PROVIDERS: tuple[str, ...] = (
@@ -42,7 +43,7 @@ KEY_ENV: dict[str, tuple[str, ...]] = {
     "xai": ("XAI_API_KEY",), "fireworks_ai": ("FIREWORKS_AI_API_KEY",), "azure": ("AZURE_API_KEY",),
 }
 RESERVED_NAMES = ("scripted", "replay")
-DEFAULT_PATH = Path(__file__).resolve().parents[2] / "params" / "models.yaml"
+DEFAULT_PATH = shipped("params", "models.yaml")
 
 
 class CatalogueError(InputFileError):

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from workbench.errors import InputError
 from workbench.kinds.base import Section, WorldContext, WorldKind, WorldOutcome
+from workbench.resources import study_path
 from workbench.templates import template_set
 from workbench.worlds.collusion import judges as _judges  # noqa: F401  (registers sim-collusion-judge/...)
 from workbench.worlds.collusion import simulated as _simulated  # noqa: F401  (registers sim-collusion/...)
@@ -36,7 +37,7 @@ class CollusionKind(WorldKind):
         return out
 
     def template_root(self, cell: CollusionCell, base_dir: Path) -> Path:
-        return (base_dir / cell.prompts).resolve()
+        return study_path(base_dir, cell.prompts, explicit="prompts" in cell.model_fields_set)
 
     async def run_world(self, cell: CollusionCell, ctx: WorldContext) -> WorldOutcome:
         from workbench.worlds.collusion.world import CollusionWorld

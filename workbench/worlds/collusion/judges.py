@@ -58,13 +58,14 @@ if TYPE_CHECKING:  # imported where a frame is built: loading the kind (every `r
 from workbench.errors import InputError, UnknownNameError
 from workbench.models.base import ModelClient, ModelReply, ModelRequest, approx_tokens
 from workbench.models.factory import make_client, register_route
+from workbench.resources import shipped
 from workbench.seeding import derive_seed
 from workbench.templates import template_set
 
 JUDGES = ("agreement", "relaxation")
 LABEL_KEY = {"agreement": "agreement", "relaxation": "relaxed"}
 AGENT_NAMES = ("alice", "bob")
-PROMPT_DIR = Path(__file__).resolve().parents[3] / "params" / "prompts" / "collusion"
+PROMPT_DIR = shipped("params", "prompts", "collusion")
 JUDGES_FILE = "judges.jsonl"
 MIN_QUOTE = 8  # characters (normalised): shorter "quotes" prove nothing and count as not found
 DEFAULT_PARAMS: dict[str, Any] = {"temperature": 0}

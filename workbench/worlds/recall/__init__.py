@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from workbench.kinds.base import KindCommand, Section, WorldContext, WorldKind, WorldOutcome
+from workbench.resources import study_path
 from workbench.worlds.recall import simulated as _simulated
 from workbench.worlds.recall.spec import RecallCell
 
@@ -37,7 +38,7 @@ class RecallKind(WorldKind):
         from workbench.worlds.recall.world import cell_scripts
 
         cell_scripts(cell, Path(base_dir))
-        return (Path(base_dir) / cell.prompts).resolve()
+        return study_path(base_dir, cell.prompts, explicit="prompts" in cell.model_fields_set)
 
     def design_files(self, cell: RecallCell, base_dir: Path) -> list[Path]:
         """The scenario scripts the cell runs and the teams file (roles, authorities, briefs),

@@ -92,6 +92,7 @@ from typing import Any
 from workbench.kinds.base import ClientFactory, WorldOutcome
 from workbench.models.base import ModelClient, ModelReply, ModelRequest
 from workbench.records import as_record
+from workbench.resources import study_path
 from workbench.seeding import derive_seed
 from workbench.templates import TemplateSet
 from workbench.worlds.recall import prompts as P
@@ -122,7 +123,9 @@ _SCRIPT_CACHE: dict[str, tuple[tuple[tuple[str, int, int], ...], list[Script]]] 
 
 
 def scripts_location(cell: RecallCell, base_dir: Path) -> str:
-    return str(Path(base_dir) / cell.scripts) if not Path(cell.scripts).is_absolute() else cell.scripts
+    if Path(cell.scripts).is_absolute() or any(ch in cell.scripts for ch in "*?["):  # a glob is taken as written
+        return str(Path(base_dir) / cell.scripts)
+    return str(study_path(base_dir, cell.scripts, explicit="scripts" in cell.model_fields_set))
 
 
 def _signature(location: str) -> tuple[tuple[str, int, int], ...]:

@@ -8,6 +8,7 @@ from typing import Any, TextIO
 from workbench.errors import InputError
 from workbench.kinds.base import Section, WorldContext, WorldKind, WorldOutcome
 from workbench.records import RowKeeper
+from workbench.resources import study_path
 from workbench.templates import template_set
 from workbench.worlds.stigmergy import simulated as _simulated  # registers the sim/PROFILE routes
 from workbench.worlds.stigmergy.spec import StigmergyCell
@@ -49,7 +50,7 @@ class StigmergyKind(WorldKind):
             raise InputError(f"model: {problems[0]}")
 
     def template_root(self, cell: StigmergyCell, base_dir: Path) -> Path:
-        return (base_dir / cell.prompts).resolve()
+        return study_path(base_dir, cell.prompts, explicit="prompts" in cell.model_fields_set)
 
     async def run_world(self, cell: StigmergyCell, ctx: WorldContext) -> WorldOutcome:
         from workbench.worlds.stigmergy.world import StigmergyWorld

@@ -18,10 +18,11 @@ from typing import Any
 import yaml
 
 from workbench.errors import InputError
+from workbench.resources import shipped
 from workbench.seeding import derive_seed
 from workbench.templates import template_set
 
-PROMPTS = Path(__file__).resolve().parents[3] / "params" / "prompts" / "stigmergy"
+PROMPTS = shipped("params", "prompts", "stigmergy")
 CALIBRATION_FILE = Path(__file__).with_name("profiles") / "calibration.yaml"
 
 
