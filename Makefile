@@ -54,8 +54,10 @@ lint: $(STAMP)
 runtime: $(STAMP)
 	$(BIN)/workbench models build-runtime || echo "WARNING: no native llama.cpp build; local models run on PyPI's portable wheel" >&2
 
-# Every benchmark, then one table: each figure beside the reference it is held to in the same run.
+# The slow tests (the llama.cpp compile: tests/test_runtime_build.py), then every benchmark and one
+# table: each figure beside the reference it is held to in the same run.
 bench: $(STAMP) browser runtime
+	-$(BIN)/python -m pytest -q -m slow -p no:cacheprovider
 	$(BIN)/python benchmarks/run_all.py
 
 clean:

@@ -25,6 +25,9 @@ SKIP = {
     r"^make test$": "the test suite itself: this test runs inside it",
     r"jupyter lab": "starts a server that runs until stopped; tests/test_jupyterlab.py drives JupyterLab headless",
     r"models fetch": "downloads model weights (hundreds of MB) from the registry",
+    r"models build-runtime": "compiles llama.cpp (about 6 minutes on 2 cores) into ~/.cache: a fresh machine would "
+                             "spend the suite's time on it; tests/test_runtime_build.py runs it under the slow "
+                             "marker in `make bench`, and tests/test_local_runtime.py tests the command's logic",
     r"params/open-weight\.yaml|bench_local\.py": "needs open-weight weights fetched first (models fetch)",
     r"params/open-questions\.yaml|outputs/open-questions": "its open-weight cell needs weights fetched first (models "
                                                            "fetch); its simulated cells run in "

@@ -54,7 +54,10 @@ def installed(tmp_path_factory) -> Path:
     res = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
+    # written after the install: pip must not see the .venv's editable workbench as this environment's
+    # (pip run from the .venv with --prefix uninstalls it there)
     (purelib / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    assert (Path(sys.prefix) / "bin" / "workbench").exists(), "the checkout's .venv lost its workbench"
     return venv / "bin"
 
 
