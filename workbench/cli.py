@@ -280,7 +280,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         summary = run_study(study, args.out, cell_ids=cells, concurrency=args.concurrency,
                             progress=show_progress(args) and not args.no_progress, max_worlds=args.max_worlds, lock=lock,
                             retry_failed=not args.no_retry_failed, probe=args.probe, processes=args.processes,
-                            keep_worlds=not (args.no_summary or args.quiet))  # only the summary reads them
+                            keep_worlds=not (args.no_summary or args.quiet),  # only the summary reads them
+                            accept_changes=args.accept_changes)
     except KeyboardInterrupt:
         print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
               file=sys.stderr)
@@ -800,6 +801,10 @@ def build_parser(kinds: list[Any] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--locks", help="lock folder (default: the nearest locks/ above the study file, "
                                    "else locks/ at its git root)")
     p.add_argument("--deviation", help="run a locked study that changed, recording this reason in the chain")
+    p.add_argument("--accept-changes", metavar="WHY",
+                   help="resume a run directory whose worlds ran under other inputs (seed, templates, profiles, "
+                        "catalogue, kind code): record the changes and WHY as a deviation and run the remaining worlds "
+                        "under the new inputs (analysis keeps the two designs of a cell apart)")
     p.add_argument("--no-retry-failed", action="store_true",
                    help="keep worlds that ended in an infrastructure failure as recorded (default: run them again)")
     p.add_argument("--probe", action="store_true",

@@ -662,6 +662,7 @@ class _Envelope(_Readable, kw_only=True):
     metrics: _Obj = _Obj()  # checked to be an object, not read
     cell_label: str = ""
     study: str | None = None
+    design: str = ""  # the cell's design fingerprint (workbench.design); "" in records from before it
 
 
 _ENVELOPES = msgspec.json.Decoder(_Envelope)
@@ -707,6 +708,9 @@ class RunRecords:
     # for: while it is set, ``worlds`` is not an attribute yet (see __getattr__)
     envelopes: list[Any] | None = field(default=None, repr=False, compare=False)
     read_worlds: Callable[[], list[dict[str, Any]]] | None = field(default=None, repr=False, compare=False)
+    # world id -> the cell id analysis files it under, for worlds of a cell that ran under a
+    # second (third...) design (see split_designs); empty when every cell ran under one
+    design_split: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.read_worlds is not None:
@@ -816,11 +820,71 @@ def _load_run(out: Path) -> RunRecords:
     if envelopes is None:  # only the whole records can say (older schema, a malformed line): read now
         worlds = _read_worlds(out, problems)
         want = {w["world_id"]: w.get("run") for w in worlds}
-        return RunRecords(out, manifest, worlds, LazySteps([(out / STEPS, want)], problems), problems)
+        split = split_designs(worlds, manifest)
+        return RunRecords(out, manifest, worlds, LazySteps([(out / STEPS, want)], problems), problems,
+                          design_split=split)
     want = {w["world_id"]: w["run"] for w in envelopes}
+    split = split_designs(envelopes, manifest)
+    read = functools.partial(_read_worlds, out, problems)
+    if split:
+        read = functools.partial(_apply_split, read, split, manifest)
     # the whole records and the steps are read when first asked for
     return RunRecords(out, manifest, [], LazySteps([(out / STEPS, want)], problems), problems, envelopes=envelopes,
-                      read_worlds=functools.partial(_read_worlds, out, problems))
+                      read_worlds=read, design_split=split)
+
+
+def split_designs(worlds: list[Any], manifest: dict[str, Any]) -> dict[str, str]:
+    """Worlds of one cell id recorded under two or more design fingerprints (a run resumed
+    with ``--accept-changes``) are two or more cells to every table, contrast and comparison,
+    never one: the first design (by the run that first recorded it) keeps the cell id, the
+    k-th becomes ``<cell id>.d<k>`` with its label marked ``[design k]``. Applied in place to
+    these worlds (envelopes or whole records) and to the manifest's cells; returns world id ->
+    new cell id for the worlds moved. Nothing on disk changes. Records without a fingerprint
+    (from before fingerprints) stay with the cell's first design: nothing says they differ."""
+    first_run: dict[tuple[str, str], int] = {}
+    for w in worlds:
+        fp = w.get("design") or ""
+        if fp:
+            key = (w["cell_id"], fp)
+            first_run[key] = min(first_run.get(key, 1 << 30), int(w.get("run") or 0))
+    per_cell: dict[str, list[tuple[int, str]]] = {}
+    for (cell, fp), run in first_run.items():
+        per_cell.setdefault(cell, []).append((run, fp))
+    renamed: dict[tuple[str, str], tuple[str, int]] = {}
+    for cell, found in per_cell.items():
+        for k, (_, fp) in enumerate(sorted(found)[1:], start=2):
+            renamed[(cell, fp)] = (f"{cell}.d{k}", k)
+    if not renamed:
+        return {}
+    cells = manifest.setdefault("cells", {})
+    for (cell, fp), (new, k) in renamed.items():
+        base = cells.get(cell, {})
+        cells[new] = {**base, "label": f"{base.get('label') or cell} [design {k}]", "design_of": cell, "design": fp}
+    moved: dict[str, str] = {}
+    for w in worlds:
+        hit = renamed.get((w["cell_id"], w.get("design") or ""))
+        if hit is not None:
+            moved[w["world_id"]] = hit[0]
+            _move(w, hit[0], cells[hit[0]]["label"])
+    return moved
+
+
+def _move(world: Any, cell_id: str, label: str) -> None:
+    if isinstance(world, dict):
+        world["cell_id"], world["cell_label"] = cell_id, label
+    else:  # an envelope (a msgspec struct)
+        world.cell_id, world.cell_label = cell_id, label
+
+
+def _apply_split(read: Callable[[], list[dict[str, Any]]], split: dict[str, str],
+                 manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    worlds = read()
+    cells = manifest.get("cells", {})
+    for w in worlds:
+        new = split.get(w["world_id"])
+        if new is not None:
+            _move(w, new, cells.get(new, {}).get("label") or new)
+    return worlds
 
 
 def _read_worlds(out: Path, problems: list[str]) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ class WorldRecord(msgspec.Struct, kw_only=True):
     metrics: dict[str, Any] = {}  # the kind's world metrics, a pure function of the records
     cell_label: str = ""  # the kind's short name for the cell, for tables
     study: str | None = None  # the study's name
+    design: str = ""  # the cell's design fingerprint: a hash of every input (workbench.design); "" before it
 
 
 class StepRecord(msgspec.Struct, kw_only=True):

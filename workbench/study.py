@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import forked
+from workbench.design import cell_designs
 from workbench.errors import InputError
 from workbench.kinds.base import WorldContext
 from workbench.models.budget import Budget, budget_from, is_budget_cut
@@ -165,10 +166,12 @@ def monitor_facts(study: Study) -> dict[str, Any] | None:
 async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1,
                         recorded: dict[str, list[dict[str, Any]]] | None = None,
                         budget: Budget | None = None, ledger: CallLedger | None = None,
-                        checkpoint_dir: Path | None = None):  # noqa: ANN201
+                        checkpoint_dir: Path | None = None, design: str | None = None):  # noqa: ANN201
     """Build and run one world of a cell; returns the kind's WorldOutcome with metrics
     attached and its failure, if any, classed (see :mod:`workbench.models.failures`).
-    ``checkpoint_dir`` is handed to the kind (a kind may checkpoint a world there)."""
+    ``checkpoint_dir`` is handed to the kind (a kind may checkpoint a world there).
+    ``design`` is the cell's design fingerprint the world is stamped with (computed
+    here when not given: see :mod:`workbench.design`)."""
     kind = study.kind
     seed = world_seed(study.seed, world_index)
     wid = world_id(cell.cell_id, world_index)
@@ -183,6 +186,7 @@ async def run_one_world(study: Study, cell: Cell, world_index: int, run: int = 1
     if study.monitor is not None:
         outcome.world["monitor"] = monitor_facts(study)
     outcome.world["world_index"] = world_index
+    outcome.world["design"] = design or cell_designs(study, [cell])[cell.cell_id].fingerprint
     outcome.world["cell_label"] = cell.label
     outcome.world["study"] = study.name
     outcome.world["metrics"] = kind.world_metrics(outcome.world, outcome.steps)
@@ -236,33 +240,87 @@ def _collector_for_worlds() -> Callable[[], None]:
 
 
 def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, Any]:
-    kind = study.kind
-    roots = sorted({kind.template_root(c.spec, study.base_dir) for c in study.cells})
+    """The manifest a run appends its entry to. Append-only: the fields written by the
+    first run stay as it wrote them (what each later run used is in its own entry,
+    :func:`_run_inputs`); a cell a later run adds is added, never one rewritten."""
+    if existing:
+        manifest = existing
+        for c in study.cells:
+            manifest["cells"].setdefault(c.cell_id, _cell_entry(c))
+        return manifest
+    inputs = _run_inputs(study)
+    return {"study": study.name, "world_kind": study.world, "created": now_iso(), "runs": [],
+            "cells": {c.cell_id: _cell_entry(c) for c in study.cells},
+            "params": inputs["params"], "templates": inputs["templates"], "description": study.description,
+            "contrasts": study.contrasts,  # what the analysis compares (matched cells only)
+            "seed": study.seed, "monitor": monitor_facts(study), "worlds_per_cell": study.worlds_per_cell,
+            "profiles": inputs["profiles"]}
+
+
+def _cell_entry(c: Cell) -> dict[str, Any]:
+    return {"label": c.label, "spec": c.spec.model_dump(mode="json"), **({"worlds": c.worlds} if c.worlds else {})}
+
+
+def _run_inputs(study: Study) -> dict[str, Any]:
+    """What one run used, for its own manifest entry: the params file, the templates' hashes,
+    the seed and the study's own profiles (their contents: in the run directory's design store)."""
     from workbench.templates import template_set
 
-    manifest = existing or {"study": study.name, "world_kind": study.world, "created": now_iso(), "runs": [],
-                            "cells": {}}
-    for c in study.cells:
-        manifest["cells"][c.cell_id] = {"label": c.label, "spec": c.spec.model_dump(mode="json"),
-                                        **({"worlds": c.worlds} if c.worlds else {})}
-    manifest["params"] = {"path": str(study.path), "sha256": sha256_file(study.path)}
-    manifest["templates"] = {str(r): template_set(r).hashes() for r in roots}
-    manifest["description"] = study.description
-    manifest["contrasts"] = study.contrasts  # what the analysis compares (matched cells only)
-    manifest["seed"] = study.seed
-    manifest["monitor"] = monitor_facts(study)
-    manifest["worlds_per_cell"] = study.worlds_per_cell
-    # profiles the study defines (cues for reworded templates among them): what its simulated agents were
-    manifest["profiles"] = {name: p.model_dump(mode="json") if hasattr(p, "model_dump") else repr(p)
-                            for name, p in sorted(study.profiles.items())}
-    return manifest
+    roots = sorted({study.kind.template_root(c.spec, study.base_dir) for c in study.cells})
+    return {"params": {"path": str(study.path), "sha256": sha256_file(study.path)},
+            "templates": {str(r): template_set(r).hashes() for r in roots}, "seed": study.seed,
+            # profiles the study defines (cues for reworded templates among them): what its simulated agents were
+            "profiles": {name: p.model_dump(mode="json") if hasattr(p, "model_dump") else repr(p)
+                         for name, p in sorted(study.profiles.items())},
+            "monitor": monitor_facts(study)}
+
+
+class DesignChanged(InputError):
+    """A rerun into a run directory whose recorded worlds ran under other inputs."""
+
+
+def recorded_fingerprints(recorded: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each cell's fingerprint as its latest recorded world has it (cells of worlds from
+    before fingerprints, which carry none, are left out: nothing to compare them with)."""
+    latest: dict[str, tuple[int, str]] = {}
+    for w in recorded.values():
+        fp = w.get("design")
+        if fp and (w["cell_id"] not in latest or int(w.get("run") or 0) >= latest[w["cell_id"]][0]):
+            latest[w["cell_id"]] = (int(w.get("run") or 0), fp)
+    return {cell: fp for cell, (_, fp) in latest.items()}
+
+
+def design_check(out: Path, cells: list[Cell], designs: dict[str, Any],
+                 recorded: dict[str, dict[str, Any]]) -> list[str]:
+    """What changed, one line per changed input of each cell whose recorded worlds ran
+    under another design than the one this run would use; [] when none did."""
+    from workbench.design import design_changes, recorded_content, recorded_design
+
+    before = recorded_fingerprints(recorded)
+    lines = []
+    for c in cells:
+        old = before.get(c.cell_id)
+        new = designs[c.cell_id]
+        if old is None or old == new.fingerprint:
+            continue
+        found = (design_changes(recorded_design(out, old), new, lambda digest: recorded_content(out, digest))
+                 or [f"design {old[:12]} -> {new.fingerprint[:12]}"])
+        lines += [f"cell {c.label or c.cell_id} ({c.cell_id}): {line}" for line in found]
+    return lines
+
+
+def _refusal(out: Path, lines: list[str]) -> str:
+    shown = "; ".join(lines[:12]) + (f"; and {len(lines) - 12} more" if len(lines) > 12 else "")
+    return (f"{out} holds worlds run under other inputs than this study now has ({shown}). Nothing was run. "
+            f"Run into another --out, or pass --accept-changes \"why\" to record a deviation and run the remaining "
+            f"worlds under the new inputs (analysis keeps the two designs of a cell apart)")
 
 
 async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterable[str] | None = None,
                           concurrency: int | None = None, progress: bool = True,
                           max_worlds: int | None = None, lock: dict[str, Any] | None = None,
                           retry_failed: bool = True, probe: bool = False, keep_worlds: bool = True,
-                          processes: int | str = 1) -> RunSummary:
+                          processes: int | str = 1, accept_changes: str | None = None) -> RunSummary:
     """Run every world of the study not yet finished. A world recorded as an
     infrastructure failure is not finished: it runs again (same seed) unless
     ``retry_failed`` is False. Model failures are outcomes and stay as recorded.
@@ -272,7 +330,12 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     ``worlds`` stays empty): a caller that prints no per-cell summary need not keep
     every world of the run in memory. ``processes`` (a number, or "auto") runs the
     worlds in that many forked world processes where the study allows it (see
-    :func:`processes_for`); the manifest's run entry records how many ran."""
+    :func:`processes_for`); the manifest's run entry records how many ran.
+
+    Every input of a cell is hashed into its design fingerprint (:mod:`workbench.design`),
+    stamped on each world. Where worlds already recorded in ``out_dir`` ran under another
+    fingerprint, nothing runs (:class:`DesignChanged` names each changed input) unless
+    ``accept_changes`` gives the reason, which the run's entry records as a deviation."""
     out = Path(out_dir)
     cells = [study.cell(c) for c in cell_ids] if cell_ids else study.cells
     keeper = study.kind.row_keeper(sum(study.worlds_for(c) for c in cells))
@@ -288,9 +351,17 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     todo = [(c, i) for c in cells for i in range(study.worlds_for(c)) if world_id(c.cell_id, i) not in done]
     if max_worlds is not None:
         todo = todo[:max_worlds]
+    from workbench.design import store_designs
+
+    designs = cell_designs(study, cells)
+    fingerprints = {cid: d.fingerprint for cid, d in designs.items()}
+    changed = design_check(out, cells, designs, recorded)
+    if changed and not (accept_changes or "").strip():
+        raise DesignChanged(_refusal(out, changed))
     manifest = _manifest_for(study, existing)
+    store_designs(out, designs)
     run = len(manifest["runs"]) + 1
-    entry = {"run": run, "started": now_iso(), "finished": None, "params_sha256": manifest["params"]["sha256"],
+    entry = {"run": run, "started": now_iso(), "finished": None, "params_sha256": sha256_file(study.path),
              "cells": [c.cell_id for c in cells], "planned": len(todo), "skipped": len(done),
              "environment": environment_facts(), "argv": sys.argv[1:], "lock": lock,
              "retry_failed": retry_failed,
@@ -298,7 +369,10 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
              "retried": [{"world_id": wid, "run": recorded[wid].get("run"), **_failure_facts(recorded[wid])}
                          for wid in sorted(failed_infra & ids) if wid not in done][:10_000],
              "unsafe_code_tasks": os.environ.get("WORKBENCH_UNSAFE_CODE_TASKS") == "1",
-             "processes": processes_for(study, len(todo), processes)}
+             "processes": processes_for(study, len(todo), processes),
+             # what this run used (append-only: an earlier run's entry is never rewritten)
+             **_run_inputs(study), "designs": fingerprints,
+             "deviation": {"reason": accept_changes, "changes": changed} if changed else None}
     manifest["runs"].append(entry)
     write_manifest(out, manifest)
 
@@ -334,7 +408,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                 summary.not_started += 1
                 continue
             outcome = await run_one_world(study, cell, i, run, budget=budget, ledger=ledger,
-                                          checkpoint_dir=out / CHECKPOINTS)
+                                          checkpoint_dir=out / CHECKPOINTS, design=fingerprints[cell.cell_id])
             failed = outcome.world.get("failed") or {}
             if is_budget_cut(failed.get("error")):
                 writer.append_cut(outcome.world)  # not a finished world: resume runs it again
@@ -365,7 +439,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         """In a world process: one world, encoded for the parent's writer (no budget and
         no ledger: only studies without a real-model route run in world processes),
         with the kept rows of the last ``writer.rows_batch`` worlds when that many are sent."""
-        outcome = await run_one_world(study, item[0], item[1], run, checkpoint_dir=out / CHECKPOINTS)
+        outcome = await run_one_world(study, item[0], item[1], run, checkpoint_dir=out / CHECKPOINTS,
+                                      design=fingerprints[item[0].cell_id])
         world = outcome.world
         failed = world.get("failed") or {}
         world_line, step_lines = encode_world(world, outcome.steps)

@@ -139,6 +139,18 @@ class WorldKind:
         path = Path(module.__file__ or "").resolve()
         return sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
 
+    def data_files(self) -> list[Path]:
+        """The kind's own data that a world's result can depend on (twin profiles, domain tables):
+        hashed into every cell's design fingerprint and its locks. By default every file beside
+        the kind's code that is not Python (a kind defined in one module: none)."""
+        module = sys.modules[type(self).__module__]
+        path = Path(module.__file__ or "").resolve()
+        if path.name != "__init__.py":
+            return []
+        skip = ("__pycache__", ".ipynb_checkpoints")
+        return sorted(p for p in path.parent.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")
+                      and not any(s in p.parts for s in skip))
+
     def study_profile(self, name: str, body: dict[str, Any]) -> Any:
         """A simulated profile the study defines under ``profiles:``; KeyError or ValueError naming the
         field for a bad one. By default a kind has none to define."""

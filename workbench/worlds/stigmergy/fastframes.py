@@ -134,7 +134,7 @@ def compute(records: RunRecords, world_keys: list[tuple[str | None, str | None]]
     steps = records.steps
     streaming = isinstance(steps, LazySteps) and not steps.loaded
     kept = sources = None
-    if streaming:
+    if streaming and not records.design_split:  # kept rows carry the recorded cell ids
         assert isinstance(steps, LazySteps)
         run_of = {w["world_id"]: w.get("run") for w in light}
         sources = []
