@@ -34,7 +34,7 @@ def study(tmp_path, monkeypatch):
         shutil.copy(src, dst)
     (tmp_path / "notebooks").mkdir()
     nb = tmp_path / "notebooks" / "analysis.ipynb"
-    shutil.copy(L.NOTEBOOKS / "analysis.ipynb", nb)
+    shutil.copy(get_kind("stigmergy").notebook_path("analysis"), nb)
     monkeypatch.setattr(L, "PACKAGE", pkg)
     monkeypatch.setattr(L, "NOTEBOOKS", nb.parent)
     spec = study_dict(name="locked", worlds_per_cell=1)

@@ -222,7 +222,7 @@ def design_changes(old: dict[str, Any], new: CellDesign,
             lines.append(f"{name}: new")
         elif b is None:
             lines.append(f"{name}: gone")
-        elif _is_value(name):
+        elif is_value_part(name):
             fields = _changed_fields(old_content(a), new.contents.get(b))
             lines.append(f"{name}: {fields}" if fields else f"{name}: {shown.get(name, a[:8])} -> {new.shown.get(name, b[:8])}")
         else:
@@ -254,7 +254,24 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): value}
 
 
-def _is_value(name: str) -> bool:
+def by_change(per_cell: dict[str, list[str]], cells: int) -> list[str]:
+    """Changes of several cells, one line per distinct change with the cells it touches
+    (``seed: 1 -> 2 (every cell)``): a changed template or code file is one change, not one per cell."""
+    where: dict[str, list[str]] = {}
+    for cell, lines in per_cell.items():
+        for line in lines:
+            where.setdefault(line, []).append(cell)
+    out = []
+    for line, found in where.items():
+        scope = "every cell" if len(found) == cells and cells > 1 else (
+            f"cell {found[0]}" if len(found) == 1 else f"{len(found)} cells: {', '.join(found[:3])}"
+            + (" ..." if len(found) > 3 else ""))
+        out.append(f"{line} ({scope})")
+    return out
+
+
+def is_value_part(name: str) -> bool:
+    """Whether a part is a value (kept as JSON, shown field by field) rather than a file."""
     return name in ("seed", "cell spec", "monitor") or name.startswith(("model ", "local model ", "profile "))
 
 

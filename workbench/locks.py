@@ -26,6 +26,7 @@ PACKAGE = Path(__file__).resolve().parent
 DEFAULT_DIR = Path("locks")
 METRIC_CODE = ("metrics/*.py", "stats.py")  # kind-free scoring code; a kind adds all of its own (code_files)
 _INSTALLED = Path(__file__).resolve().parent  # where the package really is (PACKAGE can be pointed at a copy)
+NOTEBOOKS: Path | None = None  # a folder to read report notebooks from instead of the kind's (a test's copy)
 
 
 class LockError(InputError):
@@ -68,7 +69,8 @@ def study_files(params: str | Path) -> tuple[dict[str, str], dict[str, Any]]:
     kind = study.kind
     paths: set[Path] = {Path(params).resolve()}
     if kind.report_notebook:  # the analysis is part of the design
-        paths.add(kind.notebook_path(kind.report_notebook).resolve())
+        nb = (NOTEBOOKS / f"{kind.report_notebook}.ipynb") if NOTEBOOKS else kind.notebook_path(kind.report_notebook)
+        paths.add(nb.resolve())
     for c in study.cells:
         paths.update(p.resolve() for p in sorted(kind.template_root(c.spec, study.base_dir).rglob("*.txt")))
         # a kind's own inputs: scenario scripts, task data
@@ -88,8 +90,40 @@ def study_files(params: str | Path) -> tuple[dict[str, str], dict[str, Any]]:
     rules = {k: sorted({str(getattr(c.spec, k)) for c in study.cells if hasattr(c.spec, k)})
              for k in ("parser", "answer_rule", "validity")}
     facts = {"study": study.name, "routes": routes, "models": models, "rules": rules,
-             "models_sha256": sha256_bytes(json.dumps(models, sort_keys=True).encode())}
+             "models_sha256": sha256_bytes(json.dumps(models, sort_keys=True).encode()),
+             # every cell's design as a run fingerprints it (the same function): a locked run and its
+             # lock can never disagree on what the design is (local models, profiles, data files...)
+             **design_facts(study)}
     return files, facts
+
+
+def design_facts(study: Any) -> dict[str, Any]:
+    """Each cell's design (workbench.design) and the content of its value parts (seed, catalogue
+    entries, profiles: small JSON), so a changed value is shown as old -> new."""
+    from workbench.design import cell_designs, is_value_part
+
+    designs = cell_designs(study)
+    values = {digest: d.contents[digest].decode("utf-8") for d in designs.values()
+              for name, digest in d.parts.items() if is_value_part(name)}
+    return {"designs": {cid: d.record() for cid, d in sorted(designs.items())}, "design_values": values}
+
+
+def design_lock_changes(lock: dict[str, Any], study: Any) -> list[str]:
+    """What differs between the designs a lock recorded and the study's designs now, one line per part."""
+    from workbench.design import by_change, cell_designs, design_changes
+
+    if "designs" not in lock:  # a lock from before fingerprints: its files and facts say what they can
+        return []
+    now = cell_designs(study)
+    values = lock.get("design_values", {})
+    per_cell: dict[str, list[str]] = {}
+    for cid, recorded in sorted(lock["designs"].items()):
+        label = f"{(recorded.get('shown') or {}).get('cell spec') or cid} ({cid})"
+        per_cell[label] = (["no longer in the study"] if cid not in now else design_changes(
+            recorded, now[cid], lambda digest: values[digest].encode() if digest in values else None))
+    for cid in sorted(set(now) - set(lock["designs"])):
+        per_cell[f"{now[cid].shown.get('cell spec') or cid} ({cid})"] = ["new in the study"]
+    return by_change(per_cell, len(lock["designs"]))
 
 
 def records_hash(run_dir: str | Path) -> dict[str, str]:
@@ -205,6 +239,10 @@ def changes(lock: dict[str, Any]) -> list[str]:
                 out.append("model catalogue entries of the study's models: changed")
             if facts["rules"] != lock.get("rules"):
                 out.append(f"parser/answer/validity rules: {lock.get('rules')} -> {facts['rules']}")
+            from workbench.params import load_study
+
+            known = set(out)
+            out += [line for line in design_lock_changes(lock, load_study(_resolve(lock["params"]))) if line not in known]
     return out
 
 

@@ -294,19 +294,19 @@ def design_check(out: Path, cells: list[Cell], designs: dict[str, Any],
                  recorded: dict[str, dict[str, Any]]) -> list[str]:
     """What changed, one line per changed input of each cell whose recorded worlds ran
     under another design than the one this run would use; [] when none did."""
-    from workbench.design import design_changes, recorded_content, recorded_design
+    from workbench.design import by_change, design_changes, recorded_content, recorded_design
 
     before = recorded_fingerprints(recorded)
-    lines = []
+    per_cell: dict[str, list[str]] = {}
     for c in cells:
         old = before.get(c.cell_id)
         new = designs[c.cell_id]
         if old is None or old == new.fingerprint:
             continue
-        found = (design_changes(recorded_design(out, old), new, lambda digest: recorded_content(out, digest))
-                 or [f"design {old[:12]} -> {new.fingerprint[:12]}"])
-        lines += [f"cell {c.label or c.cell_id} ({c.cell_id}): {line}" for line in found]
-    return lines
+        per_cell[f"{c.label or c.cell_id} ({c.cell_id})"] = (
+            design_changes(recorded_design(out, old), new, lambda digest: recorded_content(out, digest))
+            or [f"design {old[:12]} -> {new.fingerprint[:12]}"])
+    return by_change(per_cell, sum(1 for c in cells if c.cell_id in before))
 
 
 def _refusal(out: Path, lines: list[str]) -> str:
