@@ -14,12 +14,14 @@ from workbench.models.budget import BUDGET_ERROR, Budget
 from workbench.models.catalogue import ModelEntry
 from workbench.models.ledger import BoundLedger
 from workbench.models.litellm_client import lean, loader
+from workbench.models.litellm_client import sent as sent_body
 from workbench.models.litellm_client.cache import ReplyCache, cache_key
 from workbench.models.litellm_client.keys import _api_base, find_key, redact
 from workbench.models.litellm_client.limits import limits_for
 from workbench.models.litellm_client.loader import get_litellm
 from workbench.models.litellm_client.request import _rejected_param, _supported, prepare_params
 from workbench.models.litellm_client.retries import MalformedResponse, _headers_of, classify, parse_retry_after
+from workbench.models.litellm_client.sent import redact_json, sha256_json
 
 
 def _usage(resp: Any) -> dict[str, int]:
@@ -331,7 +333,13 @@ class LiteLLMClient:
                                                 request_id=att["request_id"])
                     else:
                         call = litellm.acompletion(**kwargs)
-                    http = asyncio.ensure_future(_bounded(call, self.timeout_s + 1.0))
+                    # the call's task inherits this context: litellm's pre-call logger (or the lean
+                    # path) writes the body it sends into this attempt (see .sent)
+                    token = sent_body.SINK.set(att)
+                    try:
+                        http = asyncio.ensure_future(_bounded(call, self.timeout_s + 1.0))
+                    finally:
+                        sent_body.SINK.reset(token)
                     try:
                         resp = await asyncio.shield(http)
                         exc: BaseException | None = None
@@ -411,6 +419,11 @@ class LiteLLMClient:
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)
             extra["budget"]["charged_usd"] = cost
+        if attempts and "sent" in attempts[-1]:  # the body the provider answered, after litellm's translation
+            extra["sent"] = redact_json(attempts[-1].pop("sent"), secrets)
+        for att in attempts:  # earlier attempts: the hash of what each sent (a retry may send other params)
+            if "sent" in att:
+                att["sent_sha256"] = sha256_json(att.pop("sent"))
         out = reply(text=message.content or "", model_returned=getattr(resp, "model", None),
                     reasoning=_reasoning(message), usage=usage, cost_usd=cost, attempts=attempts,
                     tool_calls=_tool_calls(message))

@@ -23,6 +23,9 @@ def get_litellm() -> Any:
                 litellm.suppress_debug_info = True
                 litellm.telemetry = False
                 litellm.drop_params = False
+                from workbench.models.litellm_client.sent import install
+
+                install(litellm)  # records the body each provider receives (see .sent)
                 # The import leaves millions of long-lived objects: without this, each full
                 # pass of the cyclic collector walks them all, stalling the event loop with
                 # every call in flight (measured: about 20 ms added to the mean call latency
