@@ -159,3 +159,20 @@ def test_fingerprints_name_files_the_same_wherever_the_study_is(tmp_path):
     assert {k: v.fingerprint for k, v in a.items()} == {k: v.fingerprint for k, v in b.items()}
     os.utime(tmp_path / "b/study/prompts/stigmergy/system.txt")  # touched, not changed
     assert cell_designs(load_study(tmp_path / "b/study/study.yaml")).keys() == b.keys()
+
+
+def test_the_report_provenance_lists_every_run_its_fingerprints_and_the_deviation(tmp_path):
+    from workbench.records import load_run
+    from workbench.views.run_report import RunReport
+
+    out = tmp_path / "run"
+    assert main(["-q", "run", str(_study(tmp_path)), "--out", str(out), "--max-worlds", "2"]) == 0
+    assert main(["-q", "run", str(_study(tmp_path, seed=999)), "--out", str(out), "--accept-changes", "typo"]) == 0
+    records = load_run(out)
+    report = RunReport.__new__(RunReport)
+    report.records = records
+    text = report.provenance_html()
+    fps = {w["design"][:12] for w in records.worlds}
+    assert len(fps) == 3 and all(fp in text for fp in fps)  # store cell: 2 designs; no-store: 1
+    assert "run 1 designs" in text and "run 2 designs" in text and "run 2 deviation" in text and "typo" in text
+    assert "seed 20261202" in text and "seed 999" in text

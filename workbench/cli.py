@@ -427,7 +427,7 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
     # re-scored tables go to a folder named after their rules: never over the recorded ones
     out = Path(args.out) if args.out else Path(args.dir) / "metrics" / (
         rules_folder(args.parser, args.answer_rule) if kind.rescoring else "")
-    written = kind.export_metrics(records, out, **rules)
+    written = kind.export_metrics(records, out, **rules, holm=args.holm)
     tables = kind.metric_tables(records, **rules, holm=args.holm)
     for name in kind.terminal_tables or tuple(tables):
         print_table(name, tables[name], note)
@@ -448,7 +448,7 @@ def parse_maps(items: list[str] | None) -> dict[str, dict[str, str]]:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from workbench.metrics.contrasts import compare_run_sets
+    from workbench.metrics.contrasts import Estimability, compare_run_sets
     from workbench.metrics.design import design_of_records
 
     a, b = _finished(args.a), _finished(args.b)
@@ -462,7 +462,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     maps = parse_maps(args.map)
     table = compare_run_sets(kind_a.contrast_units(a), design_of_records(a), kind_b.contrast_units(b),
                              design_of_records(b), metric=args.metric, ignore=args.ignore or [], maps=maps,
-                             names=(args.a, args.b), holm=args.holm)
+                             names=(args.a, args.b), holm=args.holm, rule=Estimability.of(a))
     print_table("compare", table)
     unmatched = table[table["status"] != "matched"]
     if len(unmatched):

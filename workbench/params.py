@@ -43,6 +43,15 @@ class _StudyModel(BaseModel):
     cache_dir: str | None = Field(None, description="response cache folder (relative to the file); off if absent")
     monitor: MonitorSpec | None = None
     contrasts: list[ContrastModel] = Field(default_factory=list)
+    estimability: EstimabilityModel | None = None
+
+
+class EstimabilityModel(BaseModel):
+    """When a contrast's difference is called estimable (shown under every contrast table)."""
+
+    model_config = ConfigDict(extra="forbid")
+    min_valid: int = Field(10, ge=1, description="valid worlds each arm needs at least")
+    min_valid_share: float = Field(0.5, ge=0, le=1, description="share of an arm's worlds that must be valid")
 
 
 class ContrastModel(BaseModel):
@@ -106,6 +115,7 @@ class Study:
     cache_dir: Path | None = None
     monitor: MonitorSpec | None = None
     contrasts: list[dict[str, Any]] = field(default_factory=list)
+    estimability: dict[str, Any] = field(default_factory=dict)  # the study's own rule, or {} (the default)
 
     @property
     def base_dir(self) -> Path:
@@ -249,7 +259,8 @@ def load_study(path: str | Path) -> Study:
                  description=model.description, cells=cells, profiles=profiles, raw=raw,
                  budget_usd=model.budget_usd,
                  cache_dir=(path.parent / model.cache_dir) if model.cache_dir else None,
-                 monitor=model.monitor, contrasts=contrasts)
+                 monitor=model.monitor, contrasts=contrasts,
+                 estimability=model.estimability.model_dump() if model.estimability else {})
 
 
 def _check_contrasts(path: Path, declared: list[ContrastModel], cells: list[Cell], kind: Any

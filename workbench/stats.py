@@ -21,7 +21,13 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
         return (NAN, NAN)
     from statsmodels.stats.proportion import proportion_confint
     low, high = proportion_confint(int(k), int(n), alpha=1 - level, method="wilson")
-    return (float(low), float(high))
+    return _exact_ends(int(k), int(n), float(low), float(high))
+
+
+def _exact_ends(k: int, n: int, low: float, high: float) -> tuple[float, float]:
+    """The Wilson bounds at 0/n and n/n are exactly 0 and 1; statsmodels' arithmetic leaves
+    them a rounding error away (6.9e-18), which a table would print as a number."""
+    return (0.0 if k == 0 else low, 1.0 if k == n else high)
 
 
 def wilson_many(k: Sequence[int], n: Sequence[int], level: float = 0.95) -> list[tuple[float, float]]:
@@ -34,7 +40,7 @@ def wilson_many(k: Sequence[int], n: Sequence[int], level: float = 0.95) -> list
         low, high = proportion_confint([int(k[i]) for i in some], [int(n[i]) for i in some], alpha=1 - level,
                                        method="wilson")
         for i, lo, hi in zip(some, low.tolist(), high.tolist(), strict=True):
-            out[i] = (float(lo), float(hi))
+            out[i] = _exact_ends(int(k[i]), int(n[i]), float(lo), float(hi))
     return out
 
 

@@ -253,6 +253,7 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
             "cells": {c.cell_id: _cell_entry(c) for c in study.cells},
             "params": inputs["params"], "templates": inputs["templates"], "description": study.description,
             "contrasts": study.contrasts,  # what the analysis compares (matched cells only)
+            "estimability": study.estimability,  # when a contrast is called estimable ({}: the default rule)
             "seed": study.seed, "monitor": monitor_facts(study), "worlds_per_cell": study.worlds_per_cell,
             "profiles": inputs["profiles"]}
 

@@ -206,14 +206,16 @@ class WorldKind:
         return {}
 
     def export_metrics(self, records: Any, out: Path, *, parser_rule: str | None = None,
-                       answer_rule: str | None = None) -> list[Path]:
-        """Write the tables under ``out`` (CSV); a kind may add per-world and per-agent frames."""
+                       answer_rule: str | None = None, holm: bool = False) -> list[Path]:
+        """Write the tables under ``out`` (CSV), exactly as ``metric_tables`` gives them (with
+        ``holm``, the Holm column the terminal shows is in the files too); a kind may add
+        per-world and per-agent frames."""
         from workbench.metrics.files import write_tables
 
         if self.rescoring:
-            tables = self.metric_tables(records, parser_rule=parser_rule, answer_rule=answer_rule)
+            tables = self.metric_tables(records, parser_rule=parser_rule, answer_rule=answer_rule, holm=holm)
         else:
-            tables = self.metric_tables(records)
+            tables = self.metric_tables(records, holm=holm)
         return list(write_tables(tables, out).values())
 
     def world_page(self, records: Any, world: dict[str, Any], steps: list[dict[str, Any]]) -> list[Section]:

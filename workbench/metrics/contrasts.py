@@ -68,6 +68,30 @@ class ContrastSpec:
                    levels=tuple(level_text(v) for v in levels) if levels else None)
 
 
+@dataclass(frozen=True)
+class Estimability:
+    """When a contrast's difference is estimable: each arm has at least ``min_valid`` valid
+    units and at least ``min_valid_share`` of its units valid. An arm with 1 valid world of
+    50 gives an interval, but one that describes the survivors of attrition, not the cell.
+    Set by a study (``estimability:``) and shown under every contrast table."""
+
+    min_valid: int = 10
+    min_valid_share: float = 0.5
+
+    @classmethod
+    def of(cls, records: Any) -> Estimability:
+        """The rule a run set's study set (its manifest), else the default."""
+        body = (getattr(records, "manifest", None) or {}).get("estimability") or {}
+        return cls(**{k: body[k] for k in ("min_valid", "min_valid_share") if k in body})
+
+    def holds(self, valid: int, total: int) -> bool:
+        return total > 0 and valid >= self.min_valid and valid >= self.min_valid_share * total
+
+    def text(self, unit: str = "worlds") -> str:
+        return (f"estimable: each arm has at least {self.min_valid} valid {unit} and at least "
+                f"{self.min_valid_share:.0%} of its {unit} valid")
+
+
 def default_contrasts(design: Design) -> list[ContrastSpec]:
     """One contrast per factor that varies across the run set."""
     return [ContrastSpec(name=f, factor=f, declared=False) for f in design.varying]
@@ -118,27 +142,31 @@ def rate(units: pd.DataFrame, metric: str) -> tuple[int, int]:
 def paired_test(a: pd.DataFrame, b: pd.DataFrame, metric: str, pair_on: Sequence[str],
                 seed: str | None = "seed") -> dict[str, Any]:
     """Exact McNemar over the units present and valid in both cells with the same
-    pair keys (and the same seed); every other key of either cell is a lost pair."""
+    pair keys (and the same seed). A key present in both cells, with the same seed, where
+    either unit is invalid is a *lost* pair (lost to attrition); a key whose seeds differ,
+    or present in one cell only, was never a pair: *unpaired*."""
     keys = [k for k in pair_on if k in a.columns and k in b.columns]
-    empty = {"pairs": 0, "only A": 0, "only B": 0, P: float("nan"), "lost pairs": 0, "lost pair keys": ""}
+    empty = {"pairs": 0, "only A": 0, "only B": 0, P: float("nan"), "lost pairs": 0, "unpaired": 0,
+             "lost pair keys": ""}
     if not keys or not len(a) or not len(b):
-        return {**empty, "lost pairs": len(a) + len(b)}
+        return {**empty, "unpaired": len(a) + len(b)}
     cols = [*keys, "valid", metric] + ([seed] if seed and seed in a.columns and seed in b.columns else [])
     m = a[cols].merge(b[cols], on=keys, how="outer", suffixes=("_a", "_b"), indicator=True)
     both = m["_merge"] == "both"
-    ok = both & m["valid_a"].fillna(False).astype(bool) & m["valid_b"].fillna(False).astype(bool)
     if len(cols) > len(keys) + 2:
-        ok &= m[f"{seed}_a"] == m[f"{seed}_b"]
+        both &= m[f"{seed}_a"] == m[f"{seed}_b"]
+    ok = both & m["valid_a"].fillna(False).astype(bool) & m["valid_b"].fillna(False).astype(bool)
     pairs = m[ok]
-    lost = m[~ok]
+    lost = m[both & ~ok]
     test = mcnemar_paired(list(pairs[f"{metric}_a"].astype(bool)), list(pairs[f"{metric}_b"].astype(bool)))
     lost_keys = [" ".join(str(r[k]) for k in keys) for _, r in lost.head(12).iterrows()]
     return {"pairs": len(pairs), "only A": int(test["only_a"]), "only B": int(test["only_b"]),
             P: float(test["pvalue"]) if len(pairs) else float("nan"), "lost pairs": len(lost),
-            "lost pair keys": ", ".join(lost_keys) + (" …" if len(lost) > len(lost_keys) else "")}
+            "unpaired": int((~both).sum()), "lost pair keys": ", ".join(lost_keys) + (" …" if len(lost) > len(lost_keys) else "")}
 
 
-def _compare_cells(ua: pd.DataFrame, ub: pd.DataFrame, metric: str, units: Units) -> dict[str, Any]:
+def _compare_cells(ua: pd.DataFrame, ub: pd.DataFrame, metric: str, units: Units,
+                   rule: Estimability) -> dict[str, Any]:
     ka, na = rate(ua, metric)
     kb, nb = rate(ub, metric)
     d, low, high = newcombe(kb, nb, ka, na)
@@ -146,17 +174,18 @@ def _compare_cells(ua: pd.DataFrame, ub: pd.DataFrame, metric: str, units: Units
     lb, hb = wilson(kb, nb)
     return {"A k/n": f"{ka}/{na}", "B k/n": f"{kb}/{nb}", "A rate": ka / na if na else float("nan"),
             "B rate": kb / nb if nb else float("nan"), "A low": la, "A high": ha, "B low": lb, "B high": hb,
-            DIFF: d, "low": low, "high": high, "estimable": not math.isnan(d),
+            DIFF: d, "low": low, "high": high,
+            "estimable": not math.isnan(d) and rule.holds(na, len(ua)) and rule.holds(nb, len(ub)),
             **paired_test(ua, ub, metric, units.pair_on, units.seed)}
 
 
 CONTRAST_COLUMNS = ["contrast", "factor", "A", "B", "comparison", "A cell", "B cell", "held fixed", "A k/n",
                     "B k/n", "A rate", "B rate", "A low", "A high", "B low", "B high", DIFF, "low", "high",
-                    "estimable", "pairs", "only A", "only B", P, "lost pairs", "lost pair keys"]
+                    "estimable", "pairs", "only A", "only B", P, "lost pairs", "unpaired", "lost pair keys"]
 
 
 def contrast_table(units: Units, design: Design, specs: Iterable[ContrastSpec] | None = None,
-                   metric: str | None = None, holm: bool = False) -> pd.DataFrame:
+                   metric: str | None = None, holm: bool = False, rule: Estimability | None = None) -> pd.DataFrame:
     """One row per matched pair of cells per contrast, for ``metric`` (the kind's
     headline metric by default). ``attrs`` carry the title, the metric, the unit
     and the correction used."""
@@ -172,7 +201,8 @@ def contrast_table(units: Units, design: Design, specs: Iterable[ContrastSpec] |
             rows.append({"contrast": spec.name, "factor": spec.factor, "A": la, "B": lb,
                          "comparison": f"{spec.factor}: {lb} vs {la}" + (f" · {held}" if others_vary else ""),
                          "A cell": a, "B cell": b, "held fixed": held,
-                         **_compare_cells(frame[frame["cell_id"] == a], frame[frame["cell_id"] == b], metric, units)})
+                         **_compare_cells(frame[frame["cell_id"] == a], frame[frame["cell_id"] == b], metric, units,
+                                          rule or Estimability())})
     out = pd.DataFrame(rows, columns=CONTRAST_COLUMNS)
     if holm and len(out):
         out[P_HOLM] = holm_adjust(out[P].tolist())
@@ -180,7 +210,8 @@ def contrast_table(units: Units, design: Design, specs: Iterable[ContrastSpec] |
     origin = "declared by the study" if declared else "derived: each varying factor, between cells identical in every other factor"
     out.attrs = {"title": f"Matched contrasts in {metric} ({origin}); "
                           f"k/n over valid {units.unit}; Newcombe 95% intervals; exact McNemar over {units.unit} paired by "
-                          f"{', '.join(units.pair_on)}; " + ("Holm-adjusted p beside the raw p" if holm else NO_CORRECTION),
+                          f"{', '.join(units.pair_on)}; " + ("Holm-adjusted p beside the raw p" if holm else NO_CORRECTION)
+                          + f"; {(rule or Estimability()).text(units.unit)}",
                  "metric": metric, "unit": units.unit, "constant": design.constant,
                  "empty_reason": _empty_reason(design, specs), "brief": BRIEF}
     return out
@@ -188,7 +219,7 @@ def contrast_table(units: Units, design: Design, specs: Iterable[ContrastSpec] |
 
 # what a report shows of a contrast row (the CSV keeps every column)
 BRIEF = ["contrast", "A", "B", "held fixed", "A k/n", "B k/n", DIFF, "low", "high", "pairs", "only A", "only B", P,
-         P_HOLM, "lost pairs", "lost pair keys"]
+         P_HOLM, "lost pairs", "unpaired", "lost pair keys"]
 
 
 def _empty_reason(design: Design, specs: Sequence[ContrastSpec]) -> str:
@@ -262,12 +293,13 @@ def _nearest(sig: tuple[str, ...], other: Design, factors: Sequence[str],
 
 
 COMPARE_COLUMNS = ["status", "A cell", "B cell", "cell", "A k/n", "B k/n", "A rate", "B rate", DIFF, "low", "high",
-                   "estimable", "pairs", "only A", "only B", P, "lost pairs", "lost pair keys", "reason"]
+                   "estimable", "pairs", "only A", "only B", P, "lost pairs", "unpaired", "lost pair keys", "reason"]
 
 
 def compare_run_sets(ua: Units, da: Design, ub: Units, db: Design, metric: str | None = None,
                      ignore: Iterable[str] = (), maps: Mapping[str, Mapping[str, str]] | None = None,
-                     names: tuple[str, str] = ("A", "B"), holm: bool = False) -> pd.DataFrame:
+                     names: tuple[str, str] = ("A", "B"), holm: bool = False,
+                     rule: Estimability | None = None) -> pd.DataFrame:
     """Cell by cell, B − A over matched cells (Newcombe), with exact McNemar where
     the units pair (same pair keys and seeds); unmatched cells listed with why."""
     metric = metric or ua.metric
@@ -281,7 +313,7 @@ def compare_run_sets(ua: Units, da: Design, ub: Units, db: Design, metric: str |
                                "cell": da.label(m.a) if m.a else db.label(m.b or ""), "reason": m.reason}
         if m.a and m.b:
             row.update(_compare_cells(ua.frame[ua.frame["cell_id"] == m.a], ub.frame[ub.frame["cell_id"] == m.b],
-                                      metric, ua))
+                                      metric, ua, rule or Estimability()))
         rows.append(row)
     out = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
     if holm and len(out):
@@ -291,6 +323,7 @@ def compare_run_sets(ua: Units, da: Design, ub: Units, db: Design, metric: str |
     out.attrs = {"title": f"{names[1]} − {names[0]} in {metric}, cells matched on every factor "
                           f"(ignored: {ignored}{'; mapped: ' + mapped if mapped else ''}); k/n over valid {ua.unit}; "
                           f"Newcombe 95% intervals; exact McNemar where {ua.unit} pair by {', '.join(ua.pair_on)} "
-                          f"and seed; " + ("Holm-adjusted p beside the raw p" if holm else NO_CORRECTION),
+                          f"and seed; " + ("Holm-adjusted p beside the raw p" if holm else NO_CORRECTION)
+                          + f"; {(rule or Estimability()).text(ua.unit)}",
                  "metric": metric, "unit": ua.unit}
     return out

@@ -246,7 +246,7 @@ def comparisons(run_sets: Sequence[RunSet], ignore: Sequence[str] = ()) -> list[
     """Each later run set against the first, cells matched on their factors (``workbench compare``'s
     table, from :func:`workbench.metrics.contrasts.compare_run_sets`); a pair that cannot be compared
     gives the reason instead of a table."""
-    from workbench.metrics.contrasts import compare_run_sets
+    from workbench.metrics.contrasts import Estimability, compare_run_sets
 
     out: list[tuple[str, pd.DataFrame | str]] = []
     if len(run_sets) < 2:
@@ -263,7 +263,8 @@ def comparisons(run_sets: Sequence[RunSet], ignore: Sequence[str] = ()) -> list[
             out.append((title, f"the {a.kind.name} world kind defines no contrasts"))
             continue
         try:
-            table = compare_run_sets(ua, a.design, ub, b.design, ignore=ignore, names=(a.name, b.name))
+            table = compare_run_sets(ua, a.design, ub, b.design, ignore=ignore, names=(a.name, b.name),
+                                     rule=Estimability.of(a.records))
         except (KeyError, ValueError) as exc:
             out.append((title, f"not comparable: {exc}"))
             continue

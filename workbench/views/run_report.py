@@ -234,7 +234,9 @@ class RunReport:
         display(HTML(self.locks_html() + verification))
 
     def provenance_html(self) -> str:
-        """Study, params hash, git revision per invocation, package versions: escaped."""
+        """Study, params hash, git revision per invocation, package versions, and what each
+        run used: its params and seed, each cell's design fingerprint, any deviation it
+        recorded with its reason and changes (an append-only manifest keeps them all). Escaped."""
         m = self.records.manifest
         rows = [("records", str(self.records.dir)), ("study", str(m.get("study"))),
                 ("params", f"{(m.get('params') or {}).get('path')} sha256 {(m.get('params') or {}).get('sha256')}")]
@@ -242,15 +244,30 @@ class RunReport:
         for r in runs:
             env = r.get("environment") or {}
             git = env.get("git") or {}
+            params = r.get("params") or {}
             rows.append((f"run {r.get('run')}", f"{r.get('started')} → {r.get('finished')}; git {git.get('revision')}"
                          f"{' (dirty)' if git.get('dirty') else ''}; workbench code sha256 "
-                         f"{str(env.get('package_sha256'))[:16]}…; {r.get('finished_worlds')} worlds"))
+                         f"{str(env.get('package_sha256'))[:16]}…; {r.get('finished_worlds')} worlds"
+                         + (f"; params {params.get('path')} sha256 {str(params.get('sha256'))[:16]}…; seed {r.get('seed')}"
+                            if params else "")))
+            designs = r.get("designs") or {}
+            if designs:
+                rows.append((f"run {r.get('run')} designs", "; ".join(
+                    f"{self._cell_name(cid)}: {fp[:12]}" for cid, fp in sorted(designs.items()))))
+            deviation = r.get("deviation")
+            if deviation:
+                rows.append((f"run {r.get('run')} deviation", f"{deviation.get('reason')}: "
+                             + "; ".join(deviation.get("changes") or [])))
         if runs:
             pk = (runs[-1].get("environment") or {}).get("packages") or {}
             rows.append(("packages", ", ".join(f"{k} {v}" for k, v in pk.items() if v)))
         body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
                        for k, v in rows)
         return f"<table>{body}</table>"
+
+    def _cell_name(self, cell_id: str) -> str:
+        label = ((self.records.manifest.get("cells") or {}).get(cell_id) or {}).get("label")
+        return f"{label} ({cell_id})" if label else cell_id
 
     def lock_runs(self) -> list[dict[str, Any]]:
         m = self.records.manifest

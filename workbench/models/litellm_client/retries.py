@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import re
 import time
 
 from workbench.models.failures import is_missing_credentials
@@ -67,11 +68,19 @@ def parse_retry_after(headers: dict[str, str], now: float | None = None) -> floa
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+# what a JSON parser says of a body it cannot read: litellm wraps a 200 whose body is not JSON
+# in an InternalServerError with a made-up status 500, which would read as the server's fault
+MALFORMED_BODY = re.compile(r"Expecting (value|property name|',' delimiter|':' delimiter): line \d+|Unterminated string "
+                            r"starting at|Extra data: line \d+|Invalid control character at|JSONDecodeError")
+
+
 def classify(exc: BaseException) -> tuple[str, int | None, bool]:
     """(error class, HTTP status, retryable) of an attempt's exception."""
     name = type(exc).__name__
     if isinstance(exc, asyncio.TimeoutError):
         return "Timeout", None, True
+    if name in ("InternalServerError", "APIError", "JSONDecodeError") and MALFORMED_BODY.search(str(exc)):
+        return "MalformedResponse", 200, True  # a body that came back (2xx) and is not JSON: retried
     status = _status_of(exc)
     if name in ("AuthenticationError", "PermissionDeniedError") or status in (401, 403) \
             or is_missing_credentials(str(exc)):

@@ -413,9 +413,10 @@ class CollusionReport(RunReport):
     def contrasts(self) -> pd.DataFrame:
         """The study's declared contrasts (else one per varying factor) between cells
         that differ in that factor alone, over trajectories paired by sequence."""
-        from workbench.metrics.contrasts import contrast_table, contrasts_for
+        from workbench.metrics.contrasts import Estimability, contrast_table, contrasts_for
 
-        t = contrast_table(M.units(self.records), self.design, contrasts_for(self.records, self.design))
+        t = contrast_table(M.units(self.records), self.design, contrasts_for(self.records, self.design),
+                           rule=Estimability.of(self.records))
         t.attrs["metric_label"] = "ever colluded"
         return t
 

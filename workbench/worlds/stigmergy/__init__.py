@@ -99,10 +99,10 @@ class StigmergyKind(WorldKind):
         return cell_tables(records, parser_rule, answer_rule, holm=holm)
 
     def export_metrics(self, records: Any, out: Path, *, parser_rule: str | None = None,
-                       answer_rule: str | None = None) -> list[Path]:
+                       answer_rule: str | None = None, holm: bool = False) -> list[Path]:
         from workbench.worlds.stigmergy.export import write_metrics
 
-        return list(write_metrics(records, out, parser_rule, answer_rule).values())
+        return list(write_metrics(records, out, parser_rule, answer_rule, holm=holm).values())
 
     def describe_world(self, records: Any, world_id: str, out: TextIO, full: bool = False) -> None:
         from workbench.worlds.stigmergy.describe import print_world

@@ -380,13 +380,14 @@ class Analysis(RunReport):
         """B − A over cells matched on every factor (unmatched cells listed)."""
         from IPython.display import HTML, display
 
-        from workbench.metrics.contrasts import compare_run_sets
+        from workbench.metrics.contrasts import Estimability, compare_run_sets
         from workbench.views import forest_figure
         from workbench.worlds.stigmergy.frames import units
 
         if self.other is None:
             return _note("No second run set given (compare_dir).")
         table = compare_run_sets(units(self.records), self.design, units(self.other),
-                                 design_of_records(self.other), names=("A (this run set)", "B (compare_dir)"))
+                                 design_of_records(self.other), names=("A (this run set)", "B (compare_dir)"),
+                                 rule=Estimability.of(self.records))
         display(HTML(table_html(table)))
         return forest_figure(table[table["status"] == "matched"], label="cell")

@@ -25,7 +25,7 @@ def cell_tables(records: RunRecords, parser_rule: str | None = None,
 
 def _cell_tables(records: RunRecords, parser_rule: str | None, answer_rule: str | None,
                  holm: bool) -> dict[str, pd.DataFrame]:
-    from workbench.metrics.contrasts import contrast_table, contrasts_for
+    from workbench.metrics.contrasts import Estimability, contrast_table, contrasts_for
     from workbench.metrics.design import design_of_records
     from workbench.worlds.stigmergy.frames import monitor_frame, reply_frame, units, validity_frame
 
@@ -37,7 +37,7 @@ def _cell_tables(records: RunRecords, parser_rule: str | None, answer_rule: str 
         "cells": design.table(),
         "coordination": T.coordination_table(wf, design),
         "contrasts": contrast_table(units(records, parser_rule, answer_rule), design,
-                                    contrasts_for(records, design), holm=holm),
+                                    contrasts_for(records, design), holm=holm, rule=Estimability.of(records)),
         "joint_by_cross_read": T.joint_by_cross_read(wf, design),
         "attrition": T.attrition_table(validity_frame(records), reply_frame(records), design),
         "writes": T.writes_table(wf, design),
@@ -67,7 +67,7 @@ def _cell_tables(records: RunRecords, parser_rule: str | None, answer_rule: str 
 
 
 def write_metrics(records: RunRecords, out_dir: str | Path, parser_rule: str | None = None,
-                  answer_rule: str | None = None) -> dict[str, Path]:
+                  answer_rule: str | None = None, holm: bool = False) -> dict[str, Path]:
     out = Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -82,7 +82,7 @@ def write_metrics(records: RunRecords, out_dir: str | Path, parser_rule: str | N
         written[name] = out / f"{name}.parquet"
     wait = write_csvs_behind(csvs)  # formatted by other processes while the cell tables are built
     try:
-        written.update(write_tables(cell_tables(records, parser_rule, answer_rule), out))
+        written.update(write_tables(cell_tables(records, parser_rule, answer_rule, holm=holm), out))
     finally:
         wait()
     return written

@@ -578,7 +578,7 @@ def _world_rows(items: Items, world_keys: list[tuple[str | None, str | None]] | 
         rows["replies"] += r
         counts["replies"].append(len(r))
         failed = w.get("failed")
-        rows["validity"].append((w["cell_id"], w["world_id"], bool(failed), F.failure_cause((failed or {}).get("error")),
+        rows["validity"].append((w["cell_id"], w["world_id"], bool(failed), F.failure_cause(failed),
                                  own_p, cell["validity"], *(bool(validity(p, v)["valid"]) for p, v in grid)))
         m = F.monitor_rows(w, steps)
         rows["monitor"] += m

@@ -69,13 +69,19 @@ INVALID_SHAPES: tuple[str, ...] = ("fenced", "prose-wrapped", "several objects",
                                    "bad JSON", "empty")
 
 
-def failure_cause(error: str | None) -> str | None:
-    """A failed call's cause as a short class: the error's text up to its first
-    colon or parenthesis (the provider's exception name, or our own reason)."""
-    if not error:
+def failure_cause(failed: dict[str, Any] | None) -> str | None:
+    """A failed world's cause as its record classes it (``infrastructure: server error``,
+    ``model: context length``): the class and cause written when the world ended, or, for
+    records from before they were, the same classification of its error text. Never the
+    exception's name: a malformed body and a 500 both arrive as InternalServerError."""
+    if not failed:
         return None
-    head = str(error).split(":", 1)[0].split("(", 1)[0].strip()
-    return head[:60] or "unknown"
+    from workbench.models.failures import classify_error
+
+    cause, cls = failed.get("cause"), failed.get("class")
+    if not cause or not cls:
+        cause, cls = classify_error(failed.get("error")) or ("client error", "infrastructure")
+    return f"{cls}: {cause}"
 
 
 def invalid_shape(outcome: dict[str, Any] | None, shape: dict[str, Any]) -> str | None:
@@ -135,6 +141,6 @@ def validity_row(w: dict[str, Any], steps: list[dict[str, Any]]) -> tuple[Any, .
     """One world's row of :func:`frames.validity_frame`."""
     from workbench.worlds.stigmergy.metrics import reparse_validity
 
-    return (w["cell_id"], w["world_id"], bool(w.get("failed")), failure_cause((w.get("failed") or {}).get("error")),
+    return (w["cell_id"], w["world_id"], bool(w.get("failed")), failure_cause(w.get("failed")),
             w["cell"]["parser"], w["cell"]["validity"],
             *(bool(reparse_validity(w, steps, parser, validity)["valid"]) for parser, validity in VALIDITY_GRID))
