@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -54,3 +56,15 @@ def run_world(study_path: Path, cell_index: int = 0, world_index: int = 0):
 
     study = load_study(study_path)
     return asyncio.run(run_one_world(study, study.cells[cell_index], world_index))
+
+
+def copy_checkout(dest: Path) -> Path:
+    """The checkout's files as a clone would have them (tracked and new, not ignored) under ``dest``."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_checkout
 
 README = ROOT / "README.md"
 BLOCK = re.compile(r"^```(?:sh|bash|shell)\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -85,13 +84,7 @@ def _fill(command: str, tree: Path) -> str:
 def _scratch_tree(dest: Path) -> Path:
     """The checkout's files (tracked and new, not ignored) in a fresh git repository
     of their own, with the checkout's virtual environment linked in."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           check=True, capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, files):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
+    copy_checkout(dest)
     (dest / ".venv").symlink_to(ROOT / ".venv")
     stamp = ROOT / ".venv" / ".installed"
     if stamp.exists():  # make must see the environment as installed, never reinstall it for the copy

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,26 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-
-
-def _tracked_copy(dest: Path) -> Path:
-    """The checkout's files (tracked and new, not ignored): the wheel is built from what a clone has."""
-    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           check=True, capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, names):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    return dest
+from tests.conftest import ROOT, copy_checkout
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """A fresh venv holding only the wheel; returns its bin folder."""
     base = tmp_path_factory.mktemp("wheel")
-    source = _tracked_copy(base / "source")
+    source = copy_checkout(base / "source")  # the wheel is built from what a clone has
     res = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(base / "dist"), str(source)],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
