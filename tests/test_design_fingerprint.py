@@ -176,3 +176,55 @@ def test_the_report_provenance_lists_every_run_its_fingerprints_and_the_deviatio
     assert len(fps) == 3 and all(fp in text for fp in fps)  # store cell: 2 designs; no-store: 1
     assert "run 1 designs" in text and "run 2 designs" in text and "run 2 deviation" in text and "typo" in text
     assert "seed 20261202" in text and "seed 999" in text
+
+
+def test_a_template_the_cell_never_renders_is_not_part_of_its_design(tmp_path):
+    """persistence/none.txt is rendered only by clauses: none cells; editing it changes their
+    design, not that of a clauses: both cell (which the system prompt test below renders)."""
+    from workbench.design import cell_designs
+    from workbench.params import load_study
+
+    study = _study(tmp_path)
+    before = {k: v.fingerprint for k, v in cell_designs(load_study(study)).items()}
+    (study.parent / "prompts/stigmergy/persistence/none.txt").write_text("edited")
+    assert {k: v.fingerprint for k, v in cell_designs(load_study(study)).items()} == before
+    (study.parent / "prompts/stigmergy/persistence/both.txt").write_text("edited")
+    assert all(v.fingerprint != before[k] for k, v in cell_designs(load_study(study)).items())
+
+
+def test_every_template_a_world_renders_is_part_of_its_design(tmp_path):
+    """The exclusions are checked against what worlds really render: every template a world of
+    each condition, clause and reader signal reads is among its design's parts."""
+    from workbench.design import cell_designs
+    from workbench.params import load_study
+    from workbench.templates import TemplateSet
+
+    rendered: set[str] = set()
+    original = TemplateSet.text
+
+    def spy(self, name):
+        rendered.add(f"{name}.txt")
+        return original(self, name)
+
+    folder = tmp_path / "study"
+    shutil.copytree(ROOT / "params/prompts/stigmergy", folder / "prompts/stigmergy")
+    for condition in ("store", "no-store", "namespaced", "private"):
+        for clauses in ("both", "none", "persist-only"):
+            for signal in ("none", "told", "receipts"):
+                rendered.clear()
+                path = folder / f"{condition}-{clauses}-{signal}.yaml"
+                path.write_text(yaml.safe_dump({"world": "stigmergy", "name": "r", "seed": 1, "worlds_per_cell": 1,
+                                                "defaults": {"model": "sim/diligent", "max_steps": 8},
+                                                "cells": [{"condition": condition, "clauses": clauses,
+                                                           "reader_signal": signal}]}))
+                import workbench.templates as T
+
+                T._SETS.clear()
+                TemplateSet.text = spy
+                try:
+                    assert main(["-q", "run", str(path), "--out", str(tmp_path / path.stem), "--processes", "1"]) == 0
+                finally:
+                    TemplateSet.text = original
+                (design,) = cell_designs(load_study(path)).values()
+                parts = {n.removeprefix("template ") for n in design.parts if n.startswith("template ")}
+                assert rendered and rendered <= parts, (path.stem, rendered - parts)

@@ -444,11 +444,11 @@ def test_contrasts_match_newcombe_and_mcnemar_on_hand_picked_counts():
         diff, low, high = newcombe(kb, nb, ka, na)
         assert (r["difference (B−A)"], r["low"], r["high"]) == pytest.approx((diff, low, high))
         assert r["B k/n"] == f"{kb}/{nb}" and r["A k/n"] == f"{ka}/{na}"
-    a = t.iloc[0]  # pairs 0..9 valid in both: discordant 5 (B only); a0's 10..12 lost
-    assert (a["pairs"], a["only A"], a["only B"], a["lost pairs"]) == (10, 0, 5, 3)
+    a = t.iloc[0]  # pairs 0..9 valid in both: discordant 5 (B only); a0's 10..12 have no partner: unpaired
+    assert (a["pairs"], a["only A"], a["only B"], a["lost pairs"], a["unpaired"]) == (10, 0, 5, 0, 3)
     assert a["p (exact McNemar)"] == pytest.approx(2 * 0.5 ** 5)
-    b = t.iloc[1]  # b1's world 5 is invalid and b0 has no world 5
-    assert (b["pairs"], b["only B"], b["lost pairs"]) == (5, 5, 1)
+    b = t.iloc[1]  # b1's world 5 is invalid and b0 has no world 5: never a pair, so unpaired (not lost)
+    assert (b["pairs"], b["only B"], b["lost pairs"], b["unpaired"]) == (5, 5, 0, 1)
     fig = forest_figure(t)
     assert list(fig.data[0].x) == pytest.approx([0.5, 1.0])
     assert "condition: store vs no-store" in fig.data[0].y[0] and "model=a" in fig.data[0].y[0]
@@ -498,7 +498,7 @@ def test_attrition_bars_split_every_cell_s_worlds(run, design):
     assert by_cell["fails"]["failed calls"] == 3
     assert by_cell["sim store both"]["valid under both rules"] == 3
     rows = att.set_index("cell_label")
-    assert rows.loc["fails", "failure causes"].startswith("script exhausted") and \
+    assert rows.loc["fails", "failure causes"].startswith("infrastructure: script exhausted") and \
         rows.loc["fails", "failure causes"].endswith(": 3")
     assert rows.loc["prose", "strict: prose-wrapped"] == 3 and rows.loc["prose", "lenient: prose-wrapped"] == 0
     assert rows.loc["garbage", "strict: bad JSON"] == 3 and rows.loc["garbage", "lenient: bad JSON"] == 3

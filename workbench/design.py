@@ -186,8 +186,11 @@ def cell_designs(study: Any, cells: list[Any] | None = None) -> dict[str, CellDe
         d.add_value("seed", study.seed, shown=str(study.seed))
         d.add_value("cell spec", cell.spec.model_dump(mode="json"), shown=cell.label or cell.cell_id)
         root = kind.template_root(cell.spec, study.base_dir)
+        unrendered = kind.unrendered_templates(cell.spec)
         for path in _files(root):
-            d.add_file(f"template {path.relative_to(root).as_posix()}", path)
+            name = path.relative_to(root).as_posix()
+            if name not in unrendered:
+                d.add_file(f"template {name}", path)
         for path in kind.design_files(cell.spec, study.base_dir):
             for f in _files(Path(path)):
                 d.add_file(f"data {_study_name(f, study.base_dir)}", f)

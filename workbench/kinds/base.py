@@ -139,6 +139,13 @@ class WorldKind:
         path = Path(module.__file__ or "").resolve()
         return sorted(path.parent.rglob("*.py")) if path.name == "__init__.py" else [path]
 
+    def unrendered_templates(self, cell: Any) -> set[str]:
+        """Templates of the cell's folder (relative paths, ``persistence/none.txt``) that its worlds
+        provably never render, left out of its design fingerprint so that editing one does not
+        count as a change to this cell. By default none: every file of the folder counts (an
+        edit anywhere in it is a change, which errs on the side of refusing)."""
+        return set()
+
     def data_files(self) -> list[Path]:
         """The kind's own data that a world's result can depend on (twin profiles, domain tables):
         hashed into every cell's design fingerprint and its locks. By default every file beside

@@ -31,6 +31,7 @@ _RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         ("budget", INFRASTRUCTURE, r"^BudgetExhausted\b"),
         ("cancelled", INFRASTRUCTURE, r"^(Cancelled|CancelledError)\b"),
         ("replay", INFRASTRUCTURE, r"\breplay exhausted\b"),
+        ("script exhausted", INFRASTRUCTURE, r"\bscript exhausted\b"),  # a scripted agent ran out of replies
         ("sandbox", INFRASTRUCTURE, r"^SandboxUnavailable\b"),  # agent code could not run confined
         ("auth", INFRASTRUCTURE, r"^AuthenticationError\b|missing credentials|api_key client option must be set|"
                                  r"missing \w+ api key|invalid api key|incorrect api key|" + _CODE + "401"),

@@ -49,6 +49,19 @@ class StigmergyKind(WorldKind):
         if problems:
             raise InputError(f"model: {problems[0]}")
 
+    def unrendered_templates(self, cell: StigmergyCell) -> set[str]:
+        """What workbench.worlds.stigmergy.prompts never renders for this cell: the other
+        persistence clauses, the namespaced paragraph outside the namespaced condition, and the
+        reader-told sentence where readers are not told or there is no store."""
+        from workbench.worlds.stigmergy.spec import CLAUSES
+
+        out = {f"persistence/{c}.txt" for c in CLAUSES if c != cell.clauses}
+        if cell.condition != "namespaced":
+            out.add("namespaced_paragraph.txt")
+        if cell.reader_signal != "told" or cell.condition == "no-store":
+            out.add("reader_told.txt")
+        return out
+
     def template_root(self, cell: StigmergyCell, base_dir: Path) -> Path:
         return study_path(base_dir, cell.prompts, explicit="prompts" in cell.model_fields_set)
 

@@ -1,7 +1,7 @@
 """The parameters of one cell of a shared-store study (validated with pydantic)."""
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -12,6 +12,7 @@ from workbench.worlds.stigmergy.tasks import MAX_PAIRS, MAX_SOLOS, roles
 
 Condition = Literal["store", "no-store", "private", "prepopulated", "authored", "namespaced"]
 Clauses = Literal["both", "persist-only", "recheck-only", "none"]
+CLAUSES: tuple[str, ...] = get_args(Clauses)
 CONDITIONS: tuple[str, ...] = Condition.__args__  # type: ignore[attr-defined]
 
 
