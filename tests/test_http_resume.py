@@ -65,7 +65,7 @@ def server():
 
 def test_kill_9_of_an_http_study_then_resume_equals_an_uninterrupted_run(server, tmp_path):
     catalogue = write_catalogue(tmp_path, server.url, timeout_s=5.0)
-    study = write_study(tmp_path, worlds=60, concurrency=8)
+    study = write_study(tmp_path, worlds=36, concurrency=8)  # enough for a kill mid-run, a third of the way
     text = study.read_text().replace("max_steps: 6", "max_steps: 6\n  scheduler: lockstep")
     study.write_text(text)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_MODELS": str(catalogue), "OPENAI_API_KEY": FAKE_KEY}
@@ -83,12 +83,12 @@ def test_kill_9_of_an_http_study_then_resume_equals_an_uninterrupted_run(server,
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     partial = (out / WORLDS).read_bytes().count(b"\n")
-    assert 0 < partial < 60, f"the kill landed outside the run ({partial} of 60 worlds)"
+    assert 0 < partial < 36, f"the kill landed outside the run ({partial} of 36 worlds)"
 
     res = subprocess.run(cmd(out), env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
     ids = [r["world_id"] for r in read_jsonl(out / WORLDS)]
-    assert len(ids) == 60 == len(set(ids))  # no world twice, none lost
+    assert len(ids) == 36 == len(set(ids))  # no world twice, none lost
 
     ref = tmp_path / "ref"
     res = subprocess.run(cmd(ref), env=env, capture_output=True, text=True)
@@ -97,4 +97,4 @@ def test_kill_9_of_an_http_study_then_resume_equals_an_uninterrupted_run(server,
     ref_worlds, ref_steps = _records(ref)
     assert worlds == ref_worlds
     assert steps == ref_steps
-    assert sum(len(v) for v in steps.values()) > 60 * 3  # the agents really took several steps
+    assert sum(len(v) for v in steps.values()) > 36 * 3  # the agents really took several steps

@@ -28,6 +28,8 @@ SKIP = {
                              "spend the suite's time on it; tests/test_runtime_build.py runs it under the slow "
                              "marker in `make bench`, and tests/test_local_runtime.py tests the command's logic",
     r"params/open-weight\.yaml|bench_local\.py": "needs open-weight weights fetched first (models fetch)",
+    r"benchmarks/bench_grid\.py": "a benchmark (about 17 s of the suite): `make bench` runs every benchmark, this one "
+                                  "included, and prints its figures",
     r"params/open-questions\.yaml|outputs/open-questions": "its open-weight cell needs weights fetched first (models "
                                                            "fetch); its simulated cells run in "
                                                            "tests/test_open_questions_study.py",

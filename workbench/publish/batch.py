@@ -4,7 +4,8 @@ cells in parallel up to a limit, each executed notebook kept; then the analysis.
 Each cell writes its own run directory under DIR/cells/CELL_ID (so parallel
 cells never share a file); DIR as a whole loads as one run set. A failed cell
 is reported and the others go on; running the same command again resumes
-every cell where it stopped.
+every cell where it stopped; a cell whose worlds are all recorded under its current
+design records that run without starting a kernel.
 
 With ``progress``, a bar on stderr counts finished cells (papermill's per-cell
 bars are off here: cells run in parallel) and the report then shows papermill's
@@ -15,13 +16,15 @@ import concurrent.futures
 import json
 import logging
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from workbench.params import load_study
 from workbench.publish.notebooks import NotebookError, execute
 from workbench.records import BATCH_CELLS
-from workbench.study import infrastructure_failures
+from workbench.study import infrastructure_failures, run_study
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,24 @@ class BatchResult:
         return out
 
 
+def finished(study: Any, cell_id: str, cell_dir: Path) -> bool:
+    """Whether every world of the cell is recorded in its run directory, none of them an
+    infrastructure failure to run again, all under the cell's design as it is now."""
+    from workbench.design import cell_designs
+    from workbench.models.failures import INFRASTRUCTURE, failure_class
+    from workbench.records import latest_worlds, world_id
+
+    if not (cell_dir / "worlds.jsonl").exists():
+        return False
+    cell = study.cell(cell_id)
+    recorded = latest_worlds(cell_dir)
+    wanted = [recorded.get(world_id(cell_id, i)) for i in range(study.worlds_for(cell))]
+    if any(w is None or failure_class(w) == INFRASTRUCTURE for w in wanted):
+        return False
+    fingerprint = cell_designs(study, [cell])[cell_id].fingerprint
+    return all(w.get("design") == fingerprint for w in wanted)  # type: ignore[union-attr]
+
+
 def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, timeout_s: int = 1800,
               report: bool = True, lock: dict | None = None, progress: bool = False) -> BatchResult:
     study = load_study(params)  # a bad file fails here, before any kernel starts
@@ -61,7 +82,15 @@ def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, tim
     if lock is not None:  # the lock each cell ran under, verified once before any kernel started
         (out / "lock.json").write_text(json.dumps(lock, indent=1) + "\n")
 
+    done_lock = threading.Lock()
+
     def one(cell_id: str) -> str:
+        if finished(study, cell_id, out / BATCH_CELLS / cell_id):
+            # every world is recorded under the design the study has now: the run that finds them
+            # done is recorded here, without a kernel (the notebook of the run that made them is kept)
+            with done_lock:
+                run_study(study, out / BATCH_CELLS / cell_id, cell_ids=[cell_id], progress=False, keep_worlds=False)
+            return cell_id
         execute("study", out / "notebooks" / f"study-{cell_id}.ipynb", {
             "params": params_path, "out": str(out / BATCH_CELLS / cell_id), "cells": cell_id,
             "concurrency": 0}, timeout_s=timeout_s)
