@@ -228,3 +228,20 @@ def test_every_template_a_world_renders_is_part_of_its_design(tmp_path):
                 (design,) = cell_designs(load_study(path)).values()
                 parts = {n.removeprefix("template ") for n in design.parts if n.startswith("template ")}
                 assert rendered and rendered <= parts, (path.stem, rendered - parts)
+
+
+def test_a_hosted_routes_design_holds_its_translated_parameters(tmp_path, monkeypatch):
+    """reasoning_effort: low on an Anthropic route is part of the design as the thinking budget
+    litellm makes of it (computed offline), so a litellm that translated it otherwise would show."""
+    from workbench.design import cell_designs
+    from workbench.params import load_study
+
+    catalogue = tmp_path / "models.yaml"
+    catalogue.write_text(yaml.safe_dump({"models": {"claude": {
+        "route": "anthropic/claude-sonnet-4-5", "reasoning_effort": "low", "max_tokens": 2048,
+        "input_usd_per_mtok": 3.0, "output_usd_per_mtok": 15.0}}}))
+    monkeypatch.setenv("WORKBENCH_MODELS", str(catalogue))
+    design = next(iter(cell_designs(load_study(_study(tmp_path, model="claude", worlds=1))).values()))
+    part = json.loads(design.contents[design.parts["model claude"]])
+    assert part["translated"]["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert part["litellm"] and part["entry"]["reasoning_effort"] == "low"

@@ -156,9 +156,28 @@ def _route_parts(design: CellDesign, route: str, study: Any) -> None:
     catalogue = default_catalogue()
     hosted: dict[str, Any] = {"route": route}
     if route in catalogue:
-        hosted["entry"] = catalogue.get(route).model_dump(mode="json")
-    hosted["litellm"] = _litellm_version()  # how the route's parameters are translated for the provider
+        model = catalogue.get(route)
+        hosted["entry"] = model.model_dump(mode="json")
+        # how the route's parameters are translated for its provider: litellm's version, and the
+        # parameters it would send for the entry's defaults (reasoning_effort -> a thinking budget, ...)
+        hosted["translated"] = _translated(model.route, model.defaults())
+    hosted["litellm"] = _litellm_version()
     design.add_value(f"model {route}", hosted)
+
+
+def _translated(route: str, params: dict[str, Any]) -> Any:
+    """The provider parameters litellm makes of ``params`` on ``route`` (offline, no call)."""
+    from workbench.models.litellm_client.loader import get_litellm
+
+    provider, _, model = route.partition("/")
+    get_litellm()  # imported offline (no remote cost map), as every call imports it
+    try:
+        from litellm.utils import get_optional_params
+
+        return json.loads(json.dumps(get_optional_params(model=model, custom_llm_provider=provider, **params),
+                                     default=str))
+    except Exception as exc:  # noqa: BLE001 - a translation litellm refuses is itself part of the design
+        return f"not translated: {type(exc).__name__}: {exc}"[:300]
 
 
 def _built(path: Path) -> Any:
