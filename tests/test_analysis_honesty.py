@@ -24,10 +24,8 @@ def test_a_malformed_body_is_its_own_cause_and_attrition_reads_the_recorded_clas
     def respond(body):
         return malformed() if "malformed" in str(body.get("model")) else status(500)
 
-    server = FakeOpenAI(responder=respond) if "responder" in FakeOpenAI.__init__.__code__.co_varnames else None
-    if server is None:
-        server = FakeOpenAI()
-        server.responder = respond
+    server = FakeOpenAI()
+    server.responder = respond
     server.start()
     try:
         catalogue = tmp_path / "models.yaml"

@@ -7,6 +7,7 @@ two runs share, excepted), the request bodies the server saw, the failure classe
 the budget's accounts and the ledger's lines."""
 from __future__ import annotations
 
+import json
 import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -328,5 +329,8 @@ def test_the_ledger_and_request_ids_are_kept_on_the_lean_path(fake, tmp_path):
     ledger.close()
     assert r.error is None and len(r.attempts) == 2
     assert [q["request_id"] for q in fake.requests] == [a["request_id"] for a in r.attempts]
-    line = (tmp_path / "calls.jsonl").read_text().splitlines()
+    lines = (tmp_path / "calls.jsonl").read_text().splitlines()
+    opened = [ln for ln in lines if '"state":"open"' in ln]  # write-ahead: one per attempt, before it was sent
+    line = [ln for ln in lines if ln not in opened]
+    assert [json.loads(ln)["request_id"] for ln in opened] == [a["request_id"] for a in r.attempts]
     assert len(line) == 1 and '"answered"' in line[0] and r.attempts[0]["request_id"] in line[0]

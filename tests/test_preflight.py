@@ -32,7 +32,9 @@ def fake(tmp_path, monkeypatch):
 
 
 def _ledger(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The ledger's call lines (its write-ahead ``open`` lines left out)."""
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in lines if e.get("state") != "open"]
 
 
 def test_validate_probe_sends_one_recorded_request_per_route(fake, tmp_path, capsys):

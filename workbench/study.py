@@ -23,7 +23,7 @@ from workbench.kinds.base import WorldContext
 from workbench.models.budget import Budget, budget_from, is_budget_cut
 from workbench.models.factory import make_client
 from workbench.models.failures import INFRASTRUCTURE, annotate_failure, failure_class
-from workbench.models.ledger import CALLS, CallLedger
+from workbench.models.ledger import CALLS, CallLedger, close_lost, spent
 from workbench.params import Cell, Study, monitor_prompt_path
 from workbench.records import (  # noqa: F401  (ids live with the records)
     RunWriter,
@@ -390,6 +390,16 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     started = time.perf_counter()
     queue = iter(todo)
     budget = budget_from(study.budget_usd)
+    # calls a crash cut off in an earlier invocation: closed as lost, their worst case charged
+    lost = close_lost(ledger, out, run)
+    entry["lost_calls"] = len(lost)
+    if budget is not None:  # one budget per study: what earlier invocations spent counts
+        before = spent(out)
+        budget.carry(before)
+        entry["budget_before_usd"] = round(before, 8)
+        if progress or before:
+            print(f"budget: {before:.6f} of {budget.limit_usd:.6f} USD spent by earlier runs of this study; "
+                  f"{budget.remaining:.6f} left", file=sys.stderr)
     summary.budget = budget.snapshot() if budget else None
 
     def account(valid: bool, failed: dict[str, Any]) -> None:

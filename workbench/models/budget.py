@@ -48,6 +48,7 @@ class Budget:
         self.refused = 0
         self.overruns = 0
         self.unpriced = 0
+        self.carried = 0.0  # spent by earlier invocations of the study (see carry)
 
     # -- reading ------------------------------------------------------------------
     @property
@@ -98,6 +99,12 @@ class Budget:
                 self.overruns += 1
             self._spent += cost
 
+    def carry(self, amount: float) -> None:
+        """Start from what earlier invocations of the study spent (read from its ledger)."""
+        with self._lock:
+            self._spent += max(0.0, float(amount))
+            self.carried += max(0.0, float(amount))
+
     def charge(self, cost: float | None) -> None:
         """Charge a cost without a reservation (e.g. a call made outside a client)."""
         self.settle(Reservation(0.0, False), cost)
@@ -108,6 +115,7 @@ class Budget:
                     "reserved_usd": round(self._reserved, 8),
                     "remaining_usd": round(max(0.0, self.limit_usd - self._spent - self._reserved), 8),
                     "exhausted": self._spent >= self.limit_usd or self.refused > 0,
+                    "carried_usd": round(self.carried, 8),
                     "calls": self.calls, "refused": self.refused, "overruns": self.overruns,
                     "unpriced": self.unpriced}
 

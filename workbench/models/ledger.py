@@ -11,6 +11,13 @@ cancelled), with each HTTP attempt it made and what it charged or kept
 reserved. Lines are flushed as they are written, so a run stopped by Ctrl-C
 keeps them.
 
+Write-ahead: before an attempt's request is sent, an ``open`` line (the call's id,
+the attempt's request id, the worst case the call may cost) is written and synced,
+so a request can never reach a provider unrecorded, ``kill -9`` included. An open
+attempt that no closing line accounts for was cut off by a crash: the next run
+closes it as ``lost`` with its call's worst case charged (:func:`close_lost`), and
+a study's budget counts what every earlier invocation spent (:func:`spent`).
+
 The ledger knows nothing of worlds: whoever builds the client binds the tags
 (world id, run, agent slot) that a line carries.
 """
@@ -48,6 +55,16 @@ class CallLedger:
             self._fh.flush()
             self.lines += 1
 
+    def open(self, entry: dict[str, Any]) -> None:
+        """An attempt about to be sent: written and synced before the request goes out."""
+        line = json.dumps({"state": "open", **entry}, ensure_ascii=True, separators=(",", ":"), default=str)
+        with self._lock:
+            if self._fh.closed:
+                self._fh = self.path.open("a", encoding="utf-8")
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+
     def close(self) -> None:
         with self._lock:
             if not self._fh.closed:
@@ -66,9 +83,13 @@ class BoundLedger:
     def record(self, entry: dict[str, Any]) -> None:
         self.ledger.write({**self.tags, **entry})
 
+    def open(self, entry: dict[str, Any]) -> None:
+        self.ledger.open({**self.tags, **entry})
 
-def read_ledger(run_dir: str | Path) -> Iterator[dict[str, Any]]:
-    """Every well-formed line of a run directory's ledger (none if it has no ledger)."""
+
+def read_ledger(run_dir: str | Path, opens: bool = False) -> Iterator[dict[str, Any]]:
+    """Every well-formed call line of a run directory's ledger (none if it has no ledger);
+    with ``opens``, the write-ahead ``open`` lines of attempts too."""
     path = Path(run_dir) / CALLS
     if not path.exists():
         return
@@ -78,10 +99,58 @@ def read_ledger(run_dir: str | Path) -> Iterator[dict[str, Any]]:
                 rec = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(rec, dict):
+            if isinstance(rec, dict) and (opens or rec.get("state") != "open"):
                 yield rec
 
 
 def requests_sent(entry: dict[str, Any]) -> int:
     """HTTP requests a ledger line's call sent (attempts litellm refused locally excluded)."""
     return sum(1 for a in entry.get("attempts") or () if not a.get("local"))
+
+
+def _closed_requests(entries: list[dict[str, Any]]) -> set[str]:
+    return {str(a.get("request_id")) for e in entries if e.get("state") != "open"
+            for a in e.get("attempts") or () if a.get("request_id")}
+
+
+def lost_calls(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Calls whose attempts were opened (sent, or about to be) and never closed: a crash cut
+    them off. One entry per call: its tags, route, request ids and worst-case cost."""
+    entries = list(read_ledger(run_dir, opens=True))
+    closed = _closed_requests(entries)
+    calls: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        if e.get("state") != "open" or str(e.get("request_id")) in closed:
+            continue
+        call = calls.setdefault(str(e.get("call_id")), {k: v for k, v in e.items() if k not in (
+            "state", "request_id", "n")} | {"request_ids": []})
+        call["request_ids"].append(e.get("request_id"))
+    return list(calls.values())
+
+
+def close_lost(ledger: CallLedger, run_dir: str | Path, run: int) -> list[dict[str, Any]]:
+    """Close every attempt a crash left open as ``lost``, charging its call's worst case (no
+    usage came back to say what it cost); returns the lines written."""
+    out = []
+    for call in lost_calls(run_dir):
+        line = {**{k: v for k, v in call.items() if k not in ("request_ids", "reserved_usd")},
+                "state": "lost", "closed_by_run": run, "cost_usd": None,
+                "charged_usd": call.get("reserved_usd"),
+                "attempts": [{"request_id": r, "lost": True} for r in call["request_ids"]],
+                "error": "Lost: the run stopped (killed?) while this call was in flight; its worst case is charged"}
+        ledger.write(line)
+        out.append(line)
+    return out
+
+
+def spent(run_dir: str | Path) -> float:
+    """What every call in the ledger cost, or was charged where its cost is unknown: a
+    study's budget starts from this on resume (attempts still open count at their worst case)."""
+    total = 0.0
+    for e in read_ledger(run_dir):
+        cost = e.get("cost_usd")
+        if cost is None:
+            cost = e.get("charged_usd")
+        total += float(cost or 0.0)
+    total += sum(float(c.get("reserved_usd") or 0.0) for c in lost_calls(run_dir))
+    return total

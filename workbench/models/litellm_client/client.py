@@ -170,7 +170,7 @@ class LiteLLMClient:
     # -- the call -----------------------------------------------------------------------
     async def complete(self, request: ModelRequest) -> ModelReply:
         """One call; its ledger line is written however it ends (a cancelled call too)."""
-        trace: dict[str, Any] = {"attempts": [], "reservation": None, "in_request": False}
+        trace: dict[str, Any] = {"attempts": [], "reservation": None, "in_request": False, "call_id": uuid.uuid4().hex}
         try:
             reply = await self._complete(request, trace)
         except asyncio.CancelledError:
@@ -187,8 +187,9 @@ class LiteLLMClient:
         if self.ledger is not None:
             state = ("cache hit" if reply.extra.get("cache_hit") else "refused" if reply.error and
                      reply.error.startswith(BUDGET_ERROR) else "failed" if reply.error else "answered")
-            self.ledger.record({"route": self.route, "state": state, "attempts": _ledger_attempts(reply.attempts),
-                                "cost_usd": reply.cost_usd, "error": reply.error})
+            self.ledger.record({"route": self.route, "state": state, "call_id": trace["call_id"],
+                                "attempts": _ledger_attempts(reply.attempts), "cost_usd": reply.cost_usd,
+                                "error": reply.error})
         return reply
 
     async def _finish_detached(self, http: asyncio.Future[Any], trace: dict[str, Any]) -> None:
@@ -218,7 +219,8 @@ class LiteLLMClient:
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)
         if self.ledger is not None:
-            self.ledger.record({"route": self.route, "state": "cancelled", "attempts": _ledger_attempts(trace["attempts"]),
+            self.ledger.record({"route": self.route, "state": "cancelled", "call_id": trace["call_id"],
+                                "attempts": _ledger_attempts(trace["attempts"]),
                                 "cost_usd": cost, "usage": usage, "finished_after_cancel": True,
                                 "error": "Cancelled: the call was cancelled in flight; its request was let finish"})
 
@@ -234,7 +236,8 @@ class LiteLLMClient:
             charged = reservation.amount if trace["in_request"] else 0.0
             self.budget.settle(reservation, charged)
         if self.ledger is not None:
-            self.ledger.record({"route": self.route, "state": "cancelled", "attempts": _ledger_attempts(attempts),
+            self.ledger.record({"route": self.route, "state": "cancelled", "call_id": trace["call_id"],
+                                "attempts": _ledger_attempts(attempts),
                                 "cost_usd": None, "charged_usd": charged,
                                 "in_request": trace["in_request"], "error": "Cancelled: the call was cancelled in flight"})
 
@@ -323,6 +326,13 @@ class LiteLLMClient:
                         kwargs["api_key"] = key
                     elif self.api_base:
                         kwargs["api_key"] = "EMPTY"  # an OpenAI-compatible local server without auth
+                    if self.ledger is not None:  # write-ahead: recorded (synced) before the request is sent
+                        if "worst_usd" not in trace:  # the reservation, or the same bound without a budget
+                            held = trace.get("reservation")
+                            trace["worst_usd"] = held.amount if held is not None else self.estimate_cost(messages, sent)
+                        reserved = trace["worst_usd"]
+                        self.ledger.open({"route": self.route, "call_id": trace["call_id"], "n": n,
+                                          "request_id": att["request_id"], "reserved_usd": reserved})
                     self.limits.enter()
                     trace["in_request"] = True
                     # shielded: a call cancelled mid-request lets its request finish in the background

@@ -1,0 +1,95 @@
+"""Nothing spent or sent goes unrecorded: one budget per study over every invocation, and a
+write-ahead ledger whose attempts match the server's request log after kill -9."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import PROMPTS, ROOT
+from tests.fake_openai import FAKE_KEY, FakeOpenAI
+from tests.fault_study import ENTRY, agent_script, write_catalogue
+from workbench.models.ledger import read_ledger, spent
+
+
+def _study(folder: Path, worlds: int, budget: float | None = None) -> Path:
+    body = {"world": "stigmergy", "name": "ahead", "seed": 5, "worlds_per_cell": worlds, "concurrency": 8,
+            "defaults": {"prompts": str(PROMPTS), "max_steps": 6, "scheduler": "lockstep"}, "cells": [{"model": ENTRY}]}
+    if budget is not None:
+        body["budget_usd"] = budget
+    path = folder / "study.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+def _env(catalogue: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "WORKBENCH_MODELS": str(catalogue), "OPENAI_API_KEY": FAKE_KEY}
+
+
+def _run(study: Path, out: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workbench", "run", str(study), "--out", str(out), "--no-summary"],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_budget_holds_over_four_invocations(tmp_path):
+    """The same command four times (what one does after infrastructure failures): the study's
+    budget_usd bounds what all four spent together, and each run says what is left."""
+    server = FakeOpenAI()
+    server.responder = agent_script
+    server.start()
+    try:
+        env = _env(write_catalogue(tmp_path, server.url))
+        study, out = _study(tmp_path, worlds=20, budget=0.02), tmp_path / "run"
+        runs = [_run(study, out, env) for _ in range(4)]
+        requests = server.count
+    finally:
+        server.stop()
+    costs = [e.get("cost_usd") or e.get("charged_usd") or 0.0 for e in read_ledger(out)]
+    assert 0 < sum(costs) <= 0.02 + 1e-9 and spent(out) == sum(costs)
+    assert requests == sum(len(e.get("attempts") or []) for e in read_ledger(out))
+    for later in runs[1:]:
+        assert "spent by earlier runs of this study" in later.stderr, later.stderr[-1500:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [r.get("budget_before_usd", 0) > 0 for r in manifest["runs"]] == [False, True, True, True]
+
+
+def test_kill_9_leaves_no_request_unrecorded(tmp_path):
+    """Killed while requests are in flight: every request the server received is in the ledger
+    (written ahead, synced); the resume closes the cut-off calls as lost, charges their worst
+    case to the study, and a request id the server never saw can only be one of those."""
+    server = FakeOpenAI(delay_s=0.15)
+    server.responder = agent_script
+    server.start()
+    try:
+        env = _env(write_catalogue(tmp_path, server.url))
+        study, out = _study(tmp_path, worlds=16, budget=5.0), tmp_path / "run"
+        proc = subprocess.Popen([sys.executable, "-m", "workbench", "run", str(study), "--out", str(out),
+                                 "--no-summary", "--no-progress"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while server.count < 40 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        killed_at = {r["request_id"] for r in server.requests}
+        opened = {e["request_id"] for e in read_ledger(out, opens=True) if e.get("state") == "open"}
+        assert killed_at and killed_at <= opened  # nothing reached the server unrecorded
+        res = _run(study, out, env)
+        assert res.returncode == 0, res.stderr[-2000:]
+        seen = {r["request_id"] for r in server.requests}
+    finally:
+        server.stop()
+    calls = list(read_ledger(out))
+    ledger_ids = {a["request_id"] for e in calls for a in e.get("attempts") or ()}
+    lost = [e for e in calls if e["state"] == "lost"]
+    lost_ids = {a["request_id"] for e in lost for a in e["attempts"]}
+    assert lost and all(e["charged_usd"] and e["charged_usd"] > 0 for e in lost)
+    assert seen <= ledger_ids and ledger_ids - seen <= lost_ids  # ledger = server log, but for lost attempts
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["runs"][-1]["lost_calls"] == len(lost) and manifest["runs"][-1]["budget_before_usd"] > 0
