@@ -197,11 +197,28 @@ def lock_gate(params: str, lock_dir: str | None, deviation: str | None) -> tuple
             "changes_at_run": state["changes"], "locked_as": state["lock"]}, 0
 
 
+def warn_damage(records: Any) -> list[str]:
+    """Say on stderr what is wrong with a run set's records (torn or corrupt lines, worlds
+    missing steps): a damaged record is never left out in silence. Returns the lines."""
+    from workbench.records import damage
+
+    found = damage(records)
+    if found:
+        print(f"warning: {records.dir}: {len(found)} damaged record(s); what they hold is left out of every table "
+              "(`workbench run` again reruns a world whose steps are damaged):", file=sys.stderr)
+        for line in found[:10]:
+            print(f"  {line}", file=sys.stderr)
+        if len(found) > 10:
+            print(f"  ... and {len(found) - 10} more", file=sys.stderr)
+    return found
+
+
 def _finished(run_dir: str):  # noqa: ANN202 - RunRecords | None
     """A run directory's records, or None (with the reason on stderr) when it holds no world."""
     from workbench.records import load_run
 
     records = load_run(run_dir)
+    warn_damage(records)
     # the records live as long as the command: the cyclic collector need not walk them again
     gc.freeze()
     if not records.light_worlds():
@@ -365,6 +382,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from workbench.records import load_run
 
     records = load_run(args.dir)
+    warn_damage(records)
     if args.world is None:
         for w in records.worlds:
             print(f"{w['world_id']}  {w.get('cell_label', '')}  valid={w['valid']}")
@@ -475,7 +493,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from workbench.publish.report import make_report
+    from workbench.records import load_run
 
+    warn_damage(load_run(args.dir))  # the report shows them too (provenance)
     path = make_report(args.dir, compare_dir=args.compare, output=args.out, timeout_s=args.timeout,
                        figures_dir=args.figures, progress=show_progress(args))
     print(f"report written: {path}")
@@ -677,7 +697,9 @@ def _plan_line(study) -> str | None:  # noqa: ANN001 - a Study
 def _cmd_export(args: argparse.Namespace) -> int:
     """export inspect: one Inspect eval log per cell, then read back with Inspect's reader and checked."""
     from workbench.export.inspect_log import check_export, export_run
+    from workbench.records import load_run
 
+    warn_damage(load_run(args.dir))
     paths = export_run(args.dir, args.out)
     for p in paths:
         print(p)

@@ -792,6 +792,59 @@ def latest_worlds(out_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 
+class _StepKey(msgspec.Struct):
+    world_id: str = ""
+    run: int = 0
+
+
+_STEP_KEYS = msgspec.json.Decoder(_StepKey)
+DAMAGE_CHECK_WORLDS = 20_000  # above this, step counts are checked only when a torn tail was cut
+
+
+def step_counts(out_dir: Path) -> dict[tuple[str, int], int]:
+    """How many readable step lines each (world, run) has in a run directory."""
+    counts: dict[tuple[str, int], int] = {}
+    path = Path(out_dir) / STEPS
+    if not path.exists():
+        return counts
+    with path.open("rb") as fh:
+        for line in fh:
+            try:
+                k = _STEP_KEYS.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # an unreadable line: a step missing from its world, counted as such
+            counts[(k.world_id, k.run)] = counts.get((k.world_id, k.run), 0) + 1
+    return counts
+
+
+def incomplete_worlds(out_dir: Path, worlds: dict[str, dict[str, Any]] | list[Any]) -> dict[str, tuple[int, int]]:
+    """Worlds whose readable steps (of their latest run) are not the ``n_steps`` their record says:
+    world id -> (steps found, steps recorded). A torn or corrupt step line shows here."""
+    counts = step_counts(out_dir)
+    items = worlds.values() if isinstance(worlds, dict) else worlds
+    out = {}
+    for w in items:
+        n = w.get("n_steps") if isinstance(w, dict) else None
+        if isinstance(n, int):
+            got = counts.get((w["world_id"], int(w.get("run") or 0)), 0)
+            if got != n:
+                out[w["world_id"]] = (got, n)
+    return out
+
+
+def damage(records: RunRecords, check_steps: bool | None = None) -> list[str]:
+    """What is wrong with a run set's records, one line each: unreadable lines of its files
+    (torn, corrupt) and worlds whose steps are fewer or more than their record says. Step
+    counts are checked for run sets of at most DAMAGE_CHECK_WORLDS worlds unless asked."""
+    out = list(records.problems)
+    if check_steps is None:
+        check_steps = len(records.light_worlds()) <= DAMAGE_CHECK_WORLDS
+    if check_steps and not is_batch_dir(records.dir):
+        found = incomplete_worlds(records.dir, records.worlds)
+        out += [f"world {wid}: {got} of its {n} steps readable in {STEPS}" for wid, (got, n) in sorted(found.items())]
+    return out
+
+
 BATCH_CELLS = "cells"  # a batch run keeps one run directory per cell under this folder
 
 

@@ -26,11 +26,13 @@ from workbench.models.failures import INFRASTRUCTURE, annotate_failure, failure_
 from workbench.models.ledger import CALLS, CallLedger, close_lost, spent
 from workbench.params import Cell, Study, monitor_prompt_path
 from workbench.records import (  # noqa: F401  (ids live with the records)
+    DAMAGE_CHECK_WORLDS,
     RunWriter,
     decode_items,
     decode_record,
     encode_world,
     environment_facts,
+    incomplete_worlds,
     latest_worlds,
     now_iso,
     read_manifest,
@@ -346,6 +348,15 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         raise InputError(f"{out} holds records of study {existing.get('study')!r}, not {study.name!r}; "
                          "use another --out directory")
     recorded = latest_worlds(out)
+    # a world whose steps are not all readable (a torn or corrupt line) is not finished: it runs again
+    damaged: dict[str, tuple[int, int]] = {}
+    if recorded and (len(recorded) <= DAMAGE_CHECK_WORLDS or any(writer.repaired.values())):
+        damaged = incomplete_worlds(out, recorded)
+        for wid in damaged:
+            recorded.pop(wid, None)
+        if damaged:
+            print(f"warning: {len(damaged)} recorded world(s) in {out} miss steps (torn or corrupt lines); they run "
+                  f"again: " + ", ".join(f"{w} ({g} of {n})" for w, (g, n) in list(damaged.items())[:5]), file=sys.stderr)
     failed_infra = {wid for wid, w in recorded.items() if failure_class(w) == INFRASTRUCTURE}
     done = {wid: w for wid, w in recorded.items() if wid not in failed_infra or not retry_failed}
     ids = {world_id(c.cell_id, i) for c in cells for i in range(study.worlds_for(c))}
@@ -366,6 +377,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
              "cells": [c.cell_id for c in cells], "planned": len(todo), "skipped": len(done),
              "environment": environment_facts(), "argv": sys.argv[1:], "lock": lock,
              "retry_failed": retry_failed,
+             "damaged_rerun": {wid: {"steps_readable": g, "steps_recorded": n} for wid, (g, n) in list(damaged.items())[:1000]},
              # each earlier attempt a world had: what ended it, so the manifest holds every attempt
              "retried": [{"world_id": wid, "run": recorded[wid].get("run"), **_failure_facts(recorded[wid])}
                          for wid in sorted(failed_infra & ids) if wid not in done][:10_000],

@@ -261,6 +261,11 @@ class RunReport:
         if runs:
             pk = (runs[-1].get("environment") or {}).get("packages") or {}
             rows.append(("packages", ", ".join(f"{k} {v}" for k, v in pk.items() if v)))
+        from workbench.records import damage
+
+        found = damage(self.records)
+        rows.append(("damaged records", "; ".join(found[:20]) + (f"; and {len(found) - 20} more" if len(found) > 20 else "")
+                     if found else "none: every line readable, every world's steps complete"))
         body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
                        for k, v in rows)
         return f"<table>{body}</table>"
