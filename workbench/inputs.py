@@ -11,6 +11,27 @@ from pydantic import ValidationError
 from workbench.errors import InputError
 
 
+MAX_YAML_BYTES = 5_000_000  # a study file larger than this is not a study
+MAX_YAML_NODES = 200_000  # values a file may expand to through aliases (an alias bomb expands to billions)
+
+
+def expanded_size(value: Any, limit: int) -> int:
+    """How many values ``value`` holds when every alias is written out, counting up to just past
+    ``limit`` (YAML aliases share one object, so a few hundred bytes can stand for billions)."""
+    seen = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        seen += 1
+        if seen > limit:
+            return seen
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return seen
+
+
 class InputFileError(InputError):
     """``str(err)`` is the one line shown to the user."""
 
@@ -52,6 +73,8 @@ def read_yaml_mapping(path: Path, error: type[InputFileError], what: str, empty_
 
     if not path.is_file():
         raise error(path, "", f"file not found (expected {what})")
+    if path.stat().st_size > MAX_YAML_BYTES:
+        raise error(path, "", f"{path.stat().st_size} bytes; a study or catalogue file is at most {MAX_YAML_BYTES}")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -60,6 +83,10 @@ def read_yaml_mapping(path: Path, error: type[InputFileError], what: str, empty_
         raise error(path, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
     if raw is None and empty_ok:
         return {}
+    size = expanded_size(raw, MAX_YAML_NODES)
+    if size > MAX_YAML_NODES:
+        raise error(path, "", f"expands to more than {MAX_YAML_NODES:,} values through YAML aliases (&anchor/*alias); "
+                              "write the values out or use fewer nested aliases")
     if not isinstance(raw, dict):
         raise error(path, "", f"expected a mapping at the top level ({what}), got {type(raw).__name__}")
     return raw

@@ -42,6 +42,7 @@ _RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         ("timeout", INFRASTRUCTURE, r"^(Timeout|APITimeoutError|TimeoutError)\b|timed out"),
         ("network", INFRASTRUCTURE, r"^(APIConnectionError|ConnectionError|ConnectionResetError|ClientConnectorError|"
                                     r"ServerDisconnectedError|RemoteProtocolError)\b|connection (reset|refused|error)"),
+        ("local error", INFRASTRUCTURE, r"^LocalOSError\b"),  # this machine (file handles, memory, disk)
         ("malformed reply", INFRASTRUCTURE, r"^(MalformedResponse|JSONDecodeError|APIResponseValidationError)\b"),
         ("server error", INFRASTRUCTURE, r"^(InternalServerError|ServiceUnavailableError|BadGatewayError|APIError)\b|"
                                          + _CODE + r"5\d\d"),

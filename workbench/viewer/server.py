@@ -30,7 +30,38 @@ class ViewerHandler(SimpleHTTPRequestHandler):
         self.site, self.lock, self.quiet = site, lock, quiet
         super().__init__(*args, directory=str(site.root), **kwargs)
 
+    def _allowed(self) -> bool:
+        """Only requests addressed to the address the viewer bound: a page on another site that
+        points a name of its own at 127.0.0.1 (DNS rebinding) sends its own Host and is refused."""
+        host = (self.headers.get("Host") or "").strip().lower()
+        address: Any = self.server.server_address
+        bound_host, bound_port = address[0], address[1]
+        names = {str(bound_host).lower(), "localhost", "127.0.0.1", "[::1]"} if str(bound_host) in (
+            "127.0.0.1", "::1", "localhost") else {str(bound_host).lower()}
+        return host in {f"{n}:{bound_port}" for n in names} | ({*names} if bound_port == 80 else set())
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        if self._refused():
+            return
+        super().do_HEAD()
+
+    def _refused(self) -> bool:
+        if not self._allowed():
+            self.send_error(403, "this viewer answers only requests addressed to the address it serves on")
+            return True
+        path = unquote(urlsplit(self.path).path)
+        if "\x00" in path or ".." in Path(path).parts:
+            self.send_error(400, "bad path")
+            return True
+        return False
+
+    def list_directory(self, path: Any) -> None:
+        self.send_error(404, "no listing")  # the viewer lists no folder: its pages link what there is
+        return None
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self._refused():
+            return
         path = unquote(urlsplit(self.path).path)
         m = WORLD_PATH.match(path)
         if m and not (self.site.root / path.lstrip("/")).exists():

@@ -74,6 +74,10 @@ MALFORMED_BODY = re.compile(r"Expecting (value|property name|',' delimiter|':' d
                             r"starting at|Extra data: line \d+|Invalid control character at|JSONDecodeError")
 
 
+# this machine running out of something: litellm wraps it as a provider error with a made-up status
+LOCAL_OS_ERROR = re.compile(r"Too many open files|\[Errno (23|24|12|28)\]|Cannot allocate memory|No space left on device")
+
+
 def classify(exc: BaseException) -> tuple[str, int | None, bool]:
     """(error class, HTTP status, retryable) of an attempt's exception."""
     name = type(exc).__name__
@@ -81,6 +85,8 @@ def classify(exc: BaseException) -> tuple[str, int | None, bool]:
         return "Timeout", None, True
     if name in ("InternalServerError", "APIError", "JSONDecodeError") and MALFORMED_BODY.search(str(exc)):
         return "MalformedResponse", 200, True  # a body that came back (2xx) and is not JSON: retried
+    if getattr(exc, "errno", None) in (23, 24, 12, 28) or LOCAL_OS_ERROR.search(str(exc)):
+        return "LocalOSError", None, True  # this machine's fault (no file handles, memory): no HTTP status
     status = _status_of(exc)
     if name in ("AuthenticationError", "PermissionDeniedError") or status in (401, 403) \
             or is_missing_credentials(str(exc)):

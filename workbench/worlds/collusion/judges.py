@@ -168,7 +168,7 @@ def parse_judgment(text: str) -> dict[str, Any] | None:
     for c in candidates:
         try:
             obj = json.loads(c)
-        except ValueError:
+        except (ValueError, RecursionError):  # a reply nested thousands deep is no judgment, never a crash
             continue
         if isinstance(obj, dict):
             return obj

@@ -1,0 +1,89 @@
+"""Hostile and unlucky input stays contained: a YAML alias bomb is refused at load, a judge
+reply nested thousands deep is no judgment (not a crash), a local OS error is no HTTP status,
+and the viewer answers only requests addressed to it, lists no folder, and refuses bad paths."""
+from __future__ import annotations
+
+import http.client
+import threading
+
+import pytest
+
+from tests.conftest import ROOT
+from workbench.cli import main
+
+
+def test_an_alias_bomb_is_refused_by_validate(tmp_path, capsys):
+    bomb = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        prev = chr(ord("a") + i - 1)
+        bomb.append(f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, "
+                    f"*{prev}, *{prev}, *{prev}]")
+    text = "\n".join(["world: stigmergy", "name: bomb", "seed: 1", "worlds_per_cell: 1", "defaults:", "  sampling:",
+                      *("    " + b for b in bomb), "cells: [{}]"])
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    assert len(text) < 1200
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "YAML aliases" in err and str(path) in err
+
+
+def test_a_deeply_nested_judge_reply_is_no_judgment():
+    from workbench.worlds.collusion.judges import parse_judgment
+
+    assert parse_judgment('{"x": ' + "[" * 6000 + "]" * 6000 + "}") is None  # a 12 KB reply, 6,000 deep
+    assert parse_judgment('{"verdict": "ACCEPT"}') == {"verdict": "ACCEPT"}
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("InternalServerError: litellm.InternalServerError: [Errno 24] Too many open files", "local error"),
+    ("InternalServerError: litellm.InternalServerError: OpenAIException - Expecting value: line 1 column 38",
+     "malformed reply"),
+    ("InternalServerError: Error code: 500 - boom", "server error"),
+])
+def test_local_errors_and_malformed_bodies_are_their_own_causes(message, expected):
+    from workbench.models.failures import classify_error
+    from workbench.models.litellm_client.retries import classify
+
+    class InternalServerError(Exception):
+        status_code = 500
+
+    cls, status, retry = classify(InternalServerError(message))
+    assert classify_error(f"{cls}: {message}")[0] == expected
+    assert (status is None) == (expected == "local error")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from workbench.viewer.server import make_server
+
+    out = tmp_path_factory.mktemp("v") / "run"
+    assert main(["-q", "run", str(ROOT / "params/smoke.yaml"), "--out", str(out), "--max-worlds", "2"]) == 0
+    server, _site = make_server([out], port=0, site_dir=tmp_path_factory.mktemp("site"))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+def _get(port: int, path: str, host: str | None = None) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.putrequest("GET", path, skip_host=True)
+    conn.putheader("Host", host or f"127.0.0.1:{port}")
+    conn.endheaders()
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_the_viewer_answers_only_its_own_address(served):
+    assert _get(served, "/index.html") == 200
+    assert _get(served, "/index.html", host=f"localhost:{served}") == 200
+    assert _get(served, "/index.html", host=f"attacker.example:{served}") == 403  # DNS rebinding
+    assert _get(served, "/index.html", host="127.0.0.1:1") == 403
+
+
+def test_the_viewer_lists_no_folder_and_refuses_bad_paths(served):
+    assert _get(served, "/worlds/") == 404
+    assert _get(served, "/") in (200, 404)  # the index page if there is one, never a listing
+    assert _get(served, "/%00") == 400
+    assert _get(served, "/../../etc/passwd") in (400, 404)
