@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from workbench.errors import InputError
 
-
 MAX_YAML_BYTES = 5_000_000  # a study file larger than this is not a study
 MAX_YAML_NODES = 200_000  # values a file may expand to through aliases (an alias bomb expands to billions)
 
