@@ -156,8 +156,12 @@ def _route_parts(design: CellDesign, route: str, study: Any) -> None:
     catalogue = default_catalogue()
     hosted: dict[str, Any] = {"route": route}
     if route in catalogue:
+        from workbench.models.litellm_client.keys import strip_credentials
+
         model = catalogue.get(route)
         hosted["entry"] = model.model_dump(mode="json")
+        if hosted["entry"].get("api_base"):  # a password in a URL is no part of the design, and is never kept
+            hosted["entry"]["api_base"] = strip_credentials(hosted["entry"]["api_base"])
         # how the route's parameters are translated for its provider: litellm's version, and the
         # parameters it would send for the entry's defaults (reasoning_effort -> a thinking budget, ...)
         hosted["translated"] = _translated(model.route, model.defaults())

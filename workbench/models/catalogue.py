@@ -77,6 +77,9 @@ class ModelEntry(Limits):
                                      description="environment variable that, when set, overrides api_base")
     api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$",
                                     description="environment variable holding the key (default: the provider's)")
+    auth: Literal["key", "none"] = Field(
+        "key", description="none: a server of your own that takes no key (a placeholder is sent); key: a key is "
+                           "needed (preflight refuses without one), also for an api_base")
     reasoning_effort: str | None = Field(None, description="sent unless the cell's sampling sets one")
     efforts: list[str] | None = Field(None, description="efforts the model accepts (none: any; []: it takes none)")
     effort_fallback: str | None = Field(None, description="sent instead of an effort the model does not accept "

@@ -74,7 +74,7 @@ def _local_route(route: str, *, seed: int, **options: Any) -> ModelClient:
     entry = ModelEntry(name=route, route=f"openai/{name}", api_base=server.url, max_tokens=local.max_tokens,
                        input_usd_per_mtok=0.0, output_usd_per_mtok=0.0, max_connections=local.slots,
                        max_attempts=2, timeout_s=300, backoff_base_s=0.5, backoff_max_s=2,
-                       description=f"{local.description}, served on 127.0.0.1")
+                       description=f"{local.description}, served on 127.0.0.1", auth="none")
     return build_client(entry, seed=seed, **options)
 
 

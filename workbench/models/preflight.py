@@ -43,6 +43,10 @@ def route_problems(routes: Iterable[str], *, budget_usd: float | None = None) ->
             if missing:
                 problems.append(f"route {route} ({entry.route}) needs {' or '.join(missing)}: set it in the "
                                 "environment or in ./.env")
+        elif key is None and own_server and entry.auth != "none":
+            problems.append(f"route {route} ({entry.route}) is served at an api_base and has no key: set its key "
+                            f"(api_key_env, or the provider's variable), or declare `auth: none` in the catalogue "
+                            "entry if that server takes none (nothing is sent to it without one)")
         if budget_usd is not None:
             from workbench.models.litellm_client import LiteLLMClient
 

@@ -16,7 +16,7 @@ from workbench.models.ledger import BoundLedger
 from workbench.models.litellm_client import lean, loader
 from workbench.models.litellm_client import sent as sent_body
 from workbench.models.litellm_client.cache import ReplyCache, cache_key
-from workbench.models.litellm_client.keys import _api_base, find_key, redact
+from workbench.models.litellm_client.keys import _api_base, find_key, redact, strip_credentials
 from workbench.models.litellm_client.limits import limits_for
 from workbench.models.litellm_client.loader import get_litellm
 from workbench.models.litellm_client.request import _rejected_param, _supported, prepare_params
@@ -111,7 +111,7 @@ class LiteLLMClient:
         memo_key = (str(base), secrets)
         got = self._redacted.get(memo_key)
         if got is None:
-            got = self._redacted[memo_key] = redact(base, secrets)
+            got = self._redacted[memo_key] = redact(strip_credentials(str(base)), secrets)
         return got
 
     def _supported(self) -> set[str] | None:
@@ -324,8 +324,10 @@ class LiteLLMClient:
                         kwargs["api_base"] = self.api_base
                     if key:
                         kwargs["api_key"] = key
+                    elif self.api_base and self.entry.auth == "none":
+                        kwargs["api_key"] = "EMPTY"  # a server of our own that takes no key (declared auth: none)
                     elif self.api_base:
-                        kwargs["api_key"] = "EMPTY"  # an OpenAI-compatible local server without auth
+                        kwargs["api_key"] = None  # no key and none declared unneeded: the provider says no
                     if self.ledger is not None:  # write-ahead: recorded (synced) before the request is sent
                         if "worst_usd" not in trace:  # the reservation, or the same bound without a budget
                             held = trace.get("reservation")
@@ -337,7 +339,7 @@ class LiteLLMClient:
                     trace["in_request"] = True
                     # shielded: a call cancelled mid-request lets its request finish in the background
                     # (see complete), so what the provider saw and what it cost are still recorded
-                    if self.lean and lean.sendable(messages, sent):  # the same request, less CPU (see .lean)
+                    if self.lean and kwargs.get("api_key") and lean.sendable(messages, sent):  # same request, less CPU
                         call = lean.acompletion(model=self.route, messages=messages, api_base=kwargs["api_base"],
                                                 api_key=kwargs["api_key"], timeout=self.timeout_s, params=sent,
                                                 request_id=att["request_id"])
@@ -434,9 +436,13 @@ class LiteLLMClient:
         for att in attempts:  # earlier attempts: the hash of what each sent (a retry may send other params)
             if "sent" in att:
                 att["sent_sha256"] = sha256_json(att.pop("sent"))
-        out = reply(text=message.content or "", model_returned=getattr(resp, "model", None),
-                    reasoning=_reasoning(message), usage=usage, cost_usd=cost, attempts=attempts,
-                    tool_calls=_tool_calls(message))
+        # a server may reflect a key into its reply: model text is data, but no key value is ever recorded
+        text, reasoning, tools = redact_json([message.content or "", _reasoning(message), _tool_calls(message)],
+                                             secrets)
+        if [text, reasoning, tools] != [message.content or "", _reasoning(message), _tool_calls(message)]:
+            extra["redacted"] = "a key's value in the reply was replaced by [REDACTED]"
+        out = reply(text=text, model_returned=getattr(resp, "model", None), reasoning=reasoning, usage=usage,
+                    cost_usd=cost, attempts=attempts, tool_calls=tools)
         if ckey is not None:
             extra["cache_key"] = ckey
             self._cache_put(ckey, out)

@@ -76,3 +76,18 @@ def _api_base(entry: ModelEntry) -> str | None:
         if env_val:
             return env_val
     return entry.api_base
+
+
+def strip_credentials(url: str) -> str:
+    """A URL without the user and password it may carry (``https://user:pass@host``)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{REDACTED}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -53,6 +53,8 @@ def lean_eligible(entry: ModelEntry, api_base: str | None) -> bool:
     """Whether litellm would send this route's requests through unchanged (see the module docstring)."""
     if entry.transport == "litellm" or not api_base or not entry.route.startswith("openai/"):
         return False
+    if "@" in api_base.split("//", 1)[-1].split("/", 1)[0]:  # credentials in the URL: litellm's client sends them
+        return False
     key = (entry.route, api_base)
     got = _ELIGIBLE.get(key)
     if got is None:
