@@ -93,3 +93,40 @@ def test_kill_9_leaves_no_request_unrecorded(tmp_path):
     assert seen <= ledger_ids and ledger_ids - seen <= lost_ids  # ledger = server log, but for lost attempts
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["runs"][-1]["lost_calls"] == len(lost) and manifest["runs"][-1]["budget_before_usd"] > 0
+
+
+def _limited(soft: int, hard: int):
+    import resource
+
+    def set_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return set_limit
+
+
+def test_too_few_open_files_is_refused_with_the_numbers_before_any_call(tmp_path):
+    server = FakeOpenAI()
+    server.responder = agent_script
+    server.start()
+    try:
+        env = _env(write_catalogue(tmp_path, server.url))
+        study, out = _study(tmp_path, worlds=4), tmp_path / "run"
+        cmd = [sys.executable, "-m", "workbench", "run", str(study), "--out", str(out), "--concurrency", "64"]
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, preexec_fn=_limited(256, 256))
+        assert res.returncode == 2 and server.count == 0, res.stderr[-1500:]
+        assert "open files" in res.stderr and "256" in res.stderr and "--concurrency" in res.stderr
+        # a soft limit below the need and a hard one above it: raised, and the run goes on
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, preexec_fn=_limited(256, 4096))
+        assert res.returncode == 0, res.stderr[-1500:]
+        assert server.count > 0
+    finally:
+        server.stop()
+
+
+def test_a_disk_without_room_is_refused(tmp_path, monkeypatch):
+    import shutil as sh
+
+    from workbench import machine
+
+    monkeypatch.setattr(machine.shutil, "disk_usage", lambda p: sh._ntuple_diskusage(10**12, 10**12 - 5_000_000, 5_000_000))
+    problem = machine.disk_problem(tmp_path / "new" / "run", 10_000)
+    assert problem and "5 MB free" in problem and "640 MB" in problem

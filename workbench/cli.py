@@ -227,8 +227,9 @@ def _finished(run_dir: str):  # noqa: ANN202 - RunRecords | None
     return records
 
 
-def preflight(study) -> int:  # noqa: ANN001 - a Study
-    """Check every real-model route of a study before any call; 2 (with the reasons) if not ready."""
+def preflight(study, out: str | None = None, concurrency: int | None = None) -> int:  # noqa: ANN001 - a Study
+    """Check every real-model route of a study before any call, and what the machine can give the
+    run (open files for its connections, disk for its records); 2 (with the reasons) if not ready."""
     routes = {r for c in study.cells for r in study.kind.routes(c.spec)}
     if study.monitor is not None:
         routes.add(study.monitor.model)
@@ -242,6 +243,12 @@ def preflight(study) -> int:  # noqa: ANN001 - a Study
         problems = route_problems(routes, budget_usd=study.budget_usd)
     # what a kind needs besides models, e.g. a sandbox for agent code
     problems += list(dict.fromkeys(p for c in study.cells for p in study.kind.preflight(c.spec)))
+    from workbench.machine import disk_problem, file_limit_problem
+
+    if needs_check or any(r.startswith("local/") for r in routes):  # connections: only real-model calls hold them
+        problems += [p for p in [file_limit_problem(concurrency or study.concurrency)] if p]
+    if out is not None:
+        problems += [p for p in [disk_problem(out, sum(study.worlds_for(c) for c in study.cells))] if p]
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
     if problems:
@@ -278,7 +285,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     allow_unsafe_code_tasks(args)
     study = load_study(args.params)
-    if preflight(study):
+    if preflight(study, args.out, args.concurrency):
         return 2
     lock, code = lock_gate(args.params, args.locks, args.deviation)
     if code:
