@@ -87,3 +87,61 @@ def test_the_viewer_lists_no_folder_and_refuses_bad_paths(served):
     assert _get(served, "/") in (200, 404)  # the index page if there is one, never a listing
     assert _get(served, "/%00") == 400
     assert _get(served, "/../../etc/passwd") in (400, 404)
+
+
+def _collusion_study(tmp_path, sequences_file: str):
+    import yaml
+
+    path = tmp_path / "study" / "s.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"world": "collusion", "name": "seq", "seed": 3, "worlds_per_cell": 2,
+                                    "defaults": {"model": "sim-collusion/pragmatic", "episodes": 4,
+                                                 "prompts": str(ROOT / "params/prompts/collusion")},
+                                    "cells": [{"sequences_file": sequences_file}]}))
+    return path
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("missing.json", "does not exist"),
+    ("empty-folder", "no sampled_manifest_record.json"),
+    ("/etc/passwd", "not valid JSON"),
+    ("../../../../../../etc/hostname", "outside the study's project"),
+])
+def test_a_bad_sequences_file_is_refused_by_validate(tmp_path, capsys, value, expected):
+    (tmp_path / "study" / "empty-folder").mkdir(parents=True)
+    path = _collusion_study(tmp_path, value)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "sequences_file" in err and expected in err, err
+
+
+def test_a_good_sequences_file_validates(tmp_path):
+    import shutil
+
+    shutil.copytree(ROOT / "tests/fixtures/collusion-sequences", tmp_path / "study" / "seqs")
+    assert main(["validate", str(_collusion_study(tmp_path, "seqs"))]) == 0
+
+
+def test_recall_scripts_that_climb_out_of_the_project_are_refused(tmp_path, capsys):
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"world": "recall", "name": "r", "seed": 1, "worlds_per_cell": 1,
+                                    "defaults": {"prompts": str(ROOT / "params/prompts/recall")},
+                                    "cells": [{"scripts": "../../../../../../../**/*.json"}]}))
+    assert main(["validate", str(path)]) == 2
+    assert "outside the study's project" in capsys.readouterr().err
+
+
+def test_the_recall_rule_judge_does_not_stall_on_a_long_reply():
+    """6,400 digits took 16 s inside one world's metrics (a pattern retried from every digit:
+    quadratic). 25,600 digits would take minutes that way; a guard of 30 s (it takes well under
+    one) is no speed target, only the line between linear and not."""
+    import subprocess
+    import sys
+
+    code = ("from workbench.worlds.recall.scoring import judge_rule; "
+            "r = judge_rule('1' * 25600 + ' thousand dollarsx', ['42 mg']); print(r.verdict)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
+                         cwd=ROOT)
+    assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr[-500:]

@@ -31,6 +31,36 @@ def expanded_size(value: Any, limit: int) -> int:
     return seen
 
 
+def project_of(folder: Path) -> Path:
+    """The project a study belongs to: the nearest folder above it holding ``.git``, else its own folder."""
+    folder = folder.resolve()
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def confined(base_dir: str | Path, value: str, field: str) -> Path:
+    """A path a study names, relative to its folder, kept inside its project: a relative path (or
+    glob) that climbs out of it with ``..`` is refused; an absolute path the user wrote is taken."""
+    if Path(value).is_absolute():
+        return Path(value)
+    base = Path(base_dir).resolve()
+    target = (base / value).resolve()
+    head = target
+    for i, part in enumerate(Path(value).parts):  # a glob: judge the folder before its first pattern
+        if any(ch in part for ch in "*?["):
+            head = (base / Path(*Path(value).parts[:i])).resolve() if i else base
+            break
+    project = project_of(base)
+    try:
+        head.relative_to(project)
+    except ValueError:
+        raise InputError(f"{field}: {value!r} leads outside the study's project ({project}); write an absolute path "
+                         "to read files elsewhere") from None
+    return target
+
+
 class InputFileError(InputError):
     """``str(err)`` is the one line shown to the user."""
 

@@ -245,9 +245,10 @@ def load_study(path: str | Path) -> Study:
             raise ParamsError(path, f"{origin}.prompts", f"expected a folder of templates, {root} does not exist")
         try:
             kind.check_templates(spec, root, profiles)
+            kind.check_inputs(spec, path.parent, worlds or model.worlds_per_cell)
         except ValueError as exc:
             field, _, msg = str(exc.args[0]).partition(": ")
-            raise ParamsError(path, f"{origin}.{field}", msg) from None
+            raise ParamsError(path, f"{origin if field in body else 'defaults'}.{field}", msg) from None
         cid = cell_hash(spec)
         if cid in seen:
             raise ParamsError(path, origin, f"duplicates the cell at {seen[cid]} (every cell must differ)")

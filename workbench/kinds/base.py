@@ -128,6 +128,11 @@ class WorldKind:
         simulated agents disagree (checked at load, once the template folder exists): a
         simulated profile that reads its prompt by cue phrases must find them."""
 
+    def check_inputs(self, cell: Any, base_dir: Path, worlds_per_cell: int) -> None:
+        """Raise ValueError("FIELD: expected ...") for a file or folder the cell names that is missing,
+        unreadable, outside the study's project or not what the cell needs (checked at load, so
+        ``validate`` refuses it instead of every world failing)."""
+
     def design_files(self, cell: Any, base_dir: Path) -> list[Path]:
         """Inputs a preregistration lock hashes besides params and templates (scenario scripts, task data)."""
         return []

@@ -54,6 +54,22 @@ class CollusionKind(WorldKind):
             raise InputError(f"sequences: expected at least worlds_per_cell = {worlds_per_cell} fixed episode "
                              f"sequences, one per trajectory (got {cell.sequences})")
 
+    def check_inputs(self, cell: CollusionCell, base_dir: Path, worlds_per_cell: int) -> None:
+        """An imported sequences file must be inside the study's project (or absolute), readable, and
+        hold a sequence of warm-up + evaluation episodes for every world."""
+        if not cell.sequences_file:
+            return
+        from workbench.inputs import confined
+        from workbench.worlds.collusion.tasks.sequences import check_imported, load_sequence_file
+
+        path = confined(base_dir, cell.sequences_file, "sequences_file")
+        try:
+            sequences = load_sequence_file(path)
+            check_imported(sequences, cell.warmup + cell.episodes, worlds_per_cell, str(path))
+        except InputError as exc:
+            message = str(exc.args[0]).removeprefix("sequences_file: ")
+            raise InputError(f"sequences_file: {message}") from None
+
     def preflight(self, cell: CollusionCell) -> list[str]:
         """Code-analysis episodes run agent-written tests; without a working sandbox the study is refused
         (unless --unsafe-code-tasks allowed unconfined runs), never run silently unconfined."""

@@ -31,12 +31,21 @@ class RecallKind(WorldKind):
             out.add(cell.judge)
         return out
 
+    def check_inputs(self, cell: RecallCell, base_dir: Path, worlds_per_cell: int) -> None:
+        """A ``scripts:`` the study wrote stays inside its project (or is absolute): a glob that climbs
+        out with ``..`` would read JSON from anywhere on the machine."""
+        if "scripts" in cell.model_fields_set:
+            from workbench.inputs import confined
+
+            confined(base_dir, cell.scripts, "scripts")
+
     def template_root(self, cell: RecallCell, base_dir: Path) -> Path:
         """The prompt folder. Called by the params loader for every cell, so the cell's
         scripts are also loaded and validated here: a bad script fails the study file
         before any world runs, with the script's file, turn and field."""
         from workbench.worlds.recall.world import cell_scripts
 
+        self.check_inputs(cell, Path(base_dir), 1)  # no script is read from outside the project
         cell_scripts(cell, Path(base_dir))
         return study_path(base_dir, cell.prompts, explicit="prompts" in cell.model_fields_set)
 

@@ -183,7 +183,10 @@ def _canonical_values(text: str) -> frozenset[str]:
         out.add(f"num:{value:.10g}|{unit}")
     # a currency word after a scale ("1.2 million dollars"): the bare amount gains the currency
     for cur_word, cur in (("dollar", "$"), ("usd", "$"), ("euro", "€"), ("eur", "€"), ("pound", "£"), ("gbp", "£")):
-        for m in re.finditer(rf"(?i)(\d[\d,]*(?:\.\d+)?)\s*(thousand|million|billion|k|m|mn|bn)\s+{cur_word}s?\b", text):
+        # a number is matched from its first digit only (the lookbehind): tried from inside a long run of
+        # digits, the pattern would scan the rest of the run at every position (quadratic in the reply)
+        for m in re.finditer(rf"(?i)(?<![\d,.])(\d[\d,]*(?:\.\d+)?)\s*(thousand|million|billion|k|m|mn|bn)\s+{cur_word}s?\b",
+                             text):
             value = float(m.group(1).replace(",", "")) * _SCALES[m.group(2).lower()]
             out.discard(f"num:{value:.10g}|")
             out.add(f"num:{value:.10g}|{cur}")
