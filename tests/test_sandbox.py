@@ -398,3 +398,31 @@ def test_code_workspace_report_says_why_it_stopped(tmp_path: Path) -> None:
     assert ws.report("", {"passed": 0, "failed": 0, "errors": 0}, "time limit").endswith(
         "(stopped: time limit, killed after 10 s)")
     assert "stopped" not in ws.report("1 passed", {"passed": 1, "failed": 0, "errors": 0}, None)
+
+
+def test_dev_shm_is_small_and_a_full_one_is_a_recorded_stop(tmp_path: Path) -> None:
+    """/dev/shm inside the sandbox is a 16 MiB tmpfs of its own: the host's (gigabytes of memory
+    outside the memory cap) is out of reach, and filling it stops the test with the reason said."""
+    if not sandbox_status()[0]:
+        pytest.skip("bwrap is not usable here")
+    test = write(tmp_path, "test_shm.py", """
+        def test_fill_shm():
+            with open("/dev/shm/x", "wb") as fh:
+                for _ in range(64):
+                    fh.write(b"x" * (1 << 20))
+    """)
+    result = run_pytest(test, tmp_path)
+    assert result.counts()["failed"] == 1 and result.stopped == "space limit", result.output
+    assert "/dev/shm holds 16 MiB" in result.output
+
+
+def test_a_file_past_the_size_limit_is_a_recorded_stop(tmp_path: Path) -> None:
+    test = write(tmp_path, "test_big.py", """
+        def test_big_file():
+            with open("big.bin", "wb") as fh:
+                for _ in range(100):
+                    fh.write(b"x" * (1 << 20))
+    """)
+    result = run_pytest(test, tmp_path)
+    assert result.stopped == "file size limit", result.output
+    assert (tmp_path / "big.bin").stat().st_size <= 64 << 20

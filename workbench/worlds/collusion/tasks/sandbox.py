@@ -62,6 +62,10 @@ INSTALL_HINT = ("install bubblewrap (`apt-get install bubblewrap`), or pass --un
 TIME_LIMIT = "time limit"
 MEMORY_CAP = "memory cap"
 PROCESS_LIMIT = "process limit"
+FILE_SIZE_LIMIT = "file size limit"
+SPACE_LIMIT = "space limit"  # a capped filesystem of the sandbox (/dev/shm) full
+DEFAULT_MAX_FILE_BYTES = 64 << 20  # the largest file a sandboxed process may write (RLIMIT_FSIZE)
+SHM_BYTES = 16 << 20  # /dev/shm inside the sandbox: its own small tmpfs, not the host's (memory outside the cap)
 
 SITECUSTOMIZE = '''"""Injected by the workbench sandbox: no network from agent-written tests."""
 import socket as _socket
@@ -83,20 +87,23 @@ _socket.gethostbyname_ex = _blocked
 # Applies the limits and execs the real command. A tiny launcher instead of
 # Popen's preexec_fn, which can deadlock when the caller has threads (tool calls
 # run in worker threads): it joins the pids cgroup (argv[1], "" for none) and
-# sets RLIMIT_AS to argv[2] bytes, both inherited by everything bwrap starts.
+# sets RLIMIT_AS to argv[2] bytes and RLIMIT_FSIZE to argv[3] bytes, inherited by everything bwrap starts.
 LAUNCHER = """\
 import os, resource, sys
-procs, memory, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+procs, memory, fsize, argv = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 if procs:
     with open(procs, "w") as fh:
         fh.write(str(os.getpid()))
 resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 os.execvp(argv[0], argv)
 """
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
 _MEMORY_ERROR = re.compile(r"\bMemoryError\b")
+_FILE_TOO_LARGE = re.compile(r"File too large|\[Errno 27\]")
+_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]")
 _PROJECT_ROOT = Path(__file__).resolve().parents[4]  # the checkout that holds the workbench package
 _cgroup_serial = itertools.count()
 
@@ -272,7 +279,10 @@ def bwrap_command(bwrap: str, inner: list[str], workdir: Path, readonly: list[Pa
     bwrap creates as mount points cannot be written.
     """
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-           *_system_binds(), "--proc", "/proc", "--dev", "/dev"]
+           *_system_binds(), "--proc", "/proc", "--dev", "/dev",
+           # /dev/shm: a small tmpfs of its own (bwrap's /dev would hold whatever is written there in
+           # the host's memory, outside the memory cap)
+           "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     # No writable /tmp: TMPDIR is inside the workdir. A tmpfs on /tmp would also make any
     # folder under /tmp that holds a bound path (a checkout in /tmp/x with its venv bound)
     # look writable inside, which is confusing even though nothing reaches the host.
@@ -510,7 +520,8 @@ def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
                max_procs: int, confinement: str) -> SandboxResult:
     """Start ``cmd`` under the limits, poll them, kill the whole tree when one is reached."""
     cap = _ProcessCap(max_procs)
-    cmd = [sys.executable, "-I", "-S", "-c", LAUNCHER, cap.procs_file(), str(memory_bytes), *cmd]
+    cmd = [sys.executable, "-I", "-S", "-c", LAUNCHER, cap.procs_file(), str(memory_bytes), str(DEFAULT_MAX_FILE_BYTES),
+           *cmd]
     stopped: str | None = None
     try:
         # Output goes to a file, not a pipe: a grandchild that escaped the group
@@ -542,6 +553,10 @@ def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
     text = out.decode("utf-8", errors="replace")
     if stopped is None and _MEMORY_ERROR.search(text):
         stopped = MEMORY_CAP  # RLIMIT_AS makes allocations fail, which Python reports as MemoryError
+    elif stopped is None and (_FILE_TOO_LARGE.search(text) or proc.returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ)):
+        stopped = FILE_SIZE_LIMIT  # RLIMIT_FSIZE: a write past it fails (EFBIG) or the writer gets SIGXFSZ
+    elif stopped is None and _NO_SPACE.search(text):
+        stopped = SPACE_LIMIT
     elif stopped is None and proc.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
         stopped = "killed by SIGKILL"  # not by us: most likely the kernel's out-of-memory killer
     if stopped == TIME_LIMIT:
@@ -550,5 +565,9 @@ def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
         text += f"\n[sandbox] killed: more than {max_procs} processes/threads (process limit)\n"
     elif stopped == MEMORY_CAP:
         text += f"\n[sandbox] a test ran out of memory (memory cap {memory_bytes // (1 << 20)} MiB)\n"
+    elif stopped == SPACE_LIMIT:
+        text += f"\n[sandbox] a test filled a capped filesystem (/dev/shm holds {SHM_BYTES // (1 << 20)} MiB)\n"
+    elif stopped == FILE_SIZE_LIMIT:
+        text += f"\n[sandbox] a test wrote a file past the size limit ({DEFAULT_MAX_FILE_BYTES // (1 << 20)} MiB)\n"
     return SandboxResult(returncode=proc.returncode, output=text, timed_out=stopped == TIME_LIMIT,
                          stopped=stopped, confinement=confinement)
