@@ -97,8 +97,11 @@ def test_the_server_refuses_to_serve_from_another_build(tmp_path):
 
 def test_build_compiles_the_installed_release_natively_and_keeps_it_whole(root, monkeypatch):
     calls: list[tuple[list[str], dict]] = []
+    real_run = subprocess.run
 
-    def pip_wheel(cmd, env, **kw):
+    def pip_wheel(cmd, env=None, **kw):
+        if "-c" in cmd:  # the build proving itself in a fresh process: really run
+            return real_run(cmd, env=env, **kw)
         calls.append((cmd, env))
         out = Path(cmd[cmd.index("--wheel-dir") + 1])
         out.mkdir(parents=True)
@@ -117,6 +120,7 @@ def test_build_compiles_the_installed_release_natively_and_keeps_it_whole(root, 
     assert folder == R.native_dir("1.2.3") and R.choose("auto").path == folder
     assert json.loads((folder / R.MARKER).read_text())["cpu_key"] == R.cpu_key()
     assert R.build() == folder and len(calls) == 1  # built once
+    assert R.prove(folder) == (True, "imports and starts")  # proven before it was kept
 
 
 def test_a_failed_build_says_why_and_leaves_nothing(root, monkeypatch):
@@ -143,3 +147,39 @@ def test_the_command_line_builds_and_lists_the_runtime(root, monkeypatch, capsys
     assert str(R.native_dir("1.2.3")) in capsys.readouterr().out
     assert main(["models", "list"]) == 0
     assert "native build (built for this CPU" in capsys.readouterr().out
+
+
+def crashing_build(folder: Path) -> Path:
+    """A build that imports and dies of a segmentation fault, as a miscompiled llama.cpp did at start."""
+    fake_build(folder)
+    (folder / R.PACKAGE / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    return folder
+
+
+def test_a_build_that_crashes_on_start_does_not_prove_itself(root):
+    ok, why = R.prove(crashing_build(R.native_dir("1.2.3")))
+    assert not ok and "signal 11" in why
+    assert R.prove(fake_build(root / "good"))[0]
+
+
+def test_a_native_build_that_crashes_the_server_is_set_aside_and_the_wheel_serves(root, tmp_path, capsys):
+    pytest.importorskip("xllamacpp", reason="the [local] extra is installed by `make test`")
+    from workbench.local.server import LocalServer, ServerError
+
+    crashing = crashing_build(R.native_dir("1.2.3"))
+    assert R.choose("auto").kind == "native"
+    model = tmp_path / "not-a-model.gguf"
+    model.write_bytes(b"GGUF but not really")
+    entry = LocalModel(packages=["x==1"], size=1, sha256="0" * 64, runtime="auto", threads=1)
+    server = LocalServer("fake", model, entry)
+    try:
+        with pytest.raises(ServerError):  # the wheel then refuses the bogus weights: but no crash loop
+            server.start(timeout_s=60)
+    finally:
+        server.stop()
+    assert "was set aside" in capsys.readouterr().err
+    assert not crashing.exists() and (crashing.with_name(crashing.name + ".set-aside") / R.SET_ASIDE).is_file()
+    chosen = R.choose("auto")
+    assert chosen.kind == "wheel" and "crashed on start (signal 11)" in chosen.why
+    with pytest.raises(R.RuntimeBuildError, match="set aside: crashed on start"):
+        R.choose("native")

@@ -84,6 +84,53 @@ def native_dir(version: str, key: str | None = None, root: Path | None = None) -
     return (root or runtime_root()) / f"{PACKAGE}-{version}-native-{key or cpu_key()}"
 
 
+SET_ASIDE = "SET_ASIDE.json"  # in a build folder moved aside: why
+
+
+def set_aside(folder: Path, why: str) -> Path:
+    """Move a native build that crashed out of the way (``<folder>.set-aside``, with the reason):
+    ``runtime: auto`` then serves with the wheel, and ``models list`` says why."""
+    folder = Path(folder)
+    target = folder.with_name(folder.name + ".set-aside")
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(folder, target)
+    (target / SET_ASIDE).write_text(json.dumps({"why": why, "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                                               indent=1) + "\n")
+    return target
+
+
+def set_aside_reason(version: str | None = None, root: Path | None = None) -> str | None:
+    """Why this CPU's build of the installed version was set aside, or None."""
+    version = version or installed_version()
+    if version is None:
+        return None
+    folder = native_dir(version, root=root)
+    marker = folder.with_name(folder.name + ".set-aside") / SET_ASIDE
+    if not marker.is_file():
+        return None
+    try:
+        return str(json.loads(marker.read_text()).get("why"))
+    except ValueError:
+        return "set aside"
+
+
+def prove(folder: Path, timeout_s: float = 120.0) -> tuple[bool, str]:
+    """Whether a native build imports and initialises in a fresh process (a build made with
+    instructions this CPU lacks, or one that crashes in llama.cpp's start, dies here)."""
+    code = (f"import sys; sys.path.insert(0, {str(folder)!r}); import {PACKAGE} as x; "
+            f"assert x.__file__.startswith({str(folder)!r}), x.__file__; "
+            "getattr(x, 'get_system_info', lambda: None)(); print('ok')")
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return False, f"it did not start within {timeout_s:.0f} s"
+    if res.returncode == 0 and res.stdout.strip().endswith("ok"):
+        return True, "imports and starts"
+    how = f"signal {-res.returncode}" if res.returncode < 0 else f"exit {res.returncode}"
+    return False, f"it died on start ({how}): {(res.stderr.strip().splitlines() or [''])[-1][:300]}"
+
+
 @dataclass(frozen=True)
 class Chosen:
     """The build that serves: ``kind`` is "wheel" or "native"; ``path`` is put first on
@@ -111,10 +158,14 @@ def choose(preference: Runtime, root: Path | None = None) -> Chosen:
     found = native_build(root)
     if found is not None:
         return Chosen("native", found, f"built for this CPU ({cpu_key()})")
+    aside = set_aside_reason(root=root)
     if preference == "native":
-        raise RuntimeBuildError(f"the catalogue asks for a native llama.cpp build and none was made for this CPU "
-                                f"({cpu_key()}) and xllamacpp {installed_version()}; "
-                                f"run: workbench models build-runtime")
+        raise RuntimeBuildError(f"the catalogue asks for a native llama.cpp build and none usable was made for this CPU "
+                                f"({cpu_key()}) and xllamacpp {installed_version()}"
+                                + (f" (the one built was set aside: {aside})" if aside else "")
+                                + "; run: workbench models build-runtime")
+    if aside:
+        return Chosen("wheel", None, f"the native build for this CPU was set aside ({aside}); the wheel serves")
     return Chosen("wheel", None, "no native build for this CPU; `workbench models build-runtime` makes one")
 
 
@@ -155,6 +206,10 @@ def build(*, root: Path | None = None, force: bool = False, jobs: int | None = N
             whl.extractall(staging)
         if not (staging / PACKAGE).is_dir():
             raise RuntimeBuildError(f"{built[0].name} holds no {PACKAGE} package")
+        ok, why = prove(staging)  # a build proves itself before it is ever chosen
+        if not ok:
+            raise RuntimeBuildError(f"xllamacpp {version} was compiled for this CPU, but {why}; it is not kept, and "
+                                    "runtime: auto serves with PyPI's wheel")
         (staging / MARKER).write_text(json.dumps({
             "package": PACKAGE, "version": version, "cpu_key": key, "machine": platform.machine(),
             "cmake_args": env["CMAKE_ARGS"], "ggml_native": True, "wheel": built[0].name,

@@ -47,6 +47,20 @@ class LocalServer:
         except ImportError:
             raise ServerError("local models need the optional runtime: pip install 'stigmergy-workbench[local]' "
                               "(xllamacpp)") from None
+        try:
+            return self._start(timeout_s)
+        except NativeCrashed as crash:  # set the build aside and serve with the wheel (auto only)
+            from workbench.local.runtime import set_aside
+
+            aside = set_aside(Path(crash.folder), crash.why)
+            print(f"warning: the native llama.cpp build {crash.folder} {crash.why}; it was set aside ({aside}) and "
+                  f"{self.name} is served with PyPI's wheel", file=sys.stderr)
+            if self.entry.runtime == "native":
+                raise ServerError(f"the local server for {self.name}: the native build {crash.why} and the catalogue "
+                                  "asks for runtime: native (set runtime: auto or wheel)") from None
+            return self._start(timeout_s)
+
+    def _start(self, timeout_s: float) -> LocalServer:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         self.settings = server_settings(self.entry)
         log.info("serving %s on 127.0.0.1:%d with %s", self.name, self.port, self.settings)
@@ -57,7 +71,10 @@ class LocalServer:
         deadline = time.time() + timeout_s
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise ServerError(f"the local server for {self.name} exited with {self.proc.returncode}"
+                code = self.proc.returncode
+                if code < 0 and self.settings.get("runtime") == "native" and self.settings.get("runtime_path"):
+                    raise NativeCrashed(self.settings["runtime_path"], f"crashed on start (signal {-code})")
+                raise ServerError(f"the local server for {self.name} exited with {code}"
                                   + (f"; see {self.log}" if self.log else ""))
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
@@ -75,6 +92,14 @@ class LocalServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.proc = None
+
+
+class NativeCrashed(Exception):
+    """The server process died of a signal while serving from a native build."""
+
+    def __init__(self, folder: str, why: str) -> None:
+        super().__init__(why)
+        self.folder, self.why = folder, why
 
 
 def server_for(name: str) -> LocalServer:
