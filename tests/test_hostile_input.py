@@ -145,3 +145,20 @@ def test_the_recall_rule_judge_does_not_stall_on_a_long_reply():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30,
                          cwd=ROOT)
     assert res.returncode == 0 and res.stdout.strip() == "False", res.stderr[-500:]
+
+
+@pytest.mark.parametrize("field, value", [("prompts", "../../../../../../../tmp/elsewhere"),
+                                          ("cache_dir", "../../../../../../../tmp/cache")])
+def test_template_and_cache_folders_stay_inside_the_project(tmp_path, capsys, field, value):
+    import yaml
+
+    body = {"world": "stigmergy", "name": "p", "seed": 1, "worlds_per_cell": 1, "cells": [{}]}
+    if field == "prompts":
+        body["defaults"] = {"prompts": value}
+    else:
+        body[field] = value
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(body))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert field in err and "outside the study's project" in err, err

@@ -426,3 +426,20 @@ def test_a_file_past_the_size_limit_is_a_recorded_stop(tmp_path: Path) -> None:
     result = run_pytest(test, tmp_path)
     assert result.stopped == "file size limit", result.output
     assert (tmp_path / "big.bin").stat().st_size <= 64 << 20
+
+
+def test_the_scratch_folder_has_a_quota(tmp_path: Path) -> None:
+    """Files under the file-size limit can still fill a disk together: the writable folder's
+    total is watched while the tests run, and passing its quota stops them, said as the others."""
+    test = write(tmp_path, "test_many.py", """
+        import time
+
+        def test_many_files():
+            for i in range(40):
+                with open(f"part{i}.bin", "wb") as fh:
+                    fh.write(b"x" * (16 << 20))
+            time.sleep(5)
+    """)
+    result = run_pytest(test, tmp_path, timeout_s=30)
+    assert result.stopped == "scratch quota", result.output
+    assert "quota (256 MiB)" in result.output

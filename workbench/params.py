@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from workbench.errors import InputError, UnknownNameError
-from workbench.inputs import InputFileError, first_error, read_yaml_mapping
+from workbench.inputs import InputFileError, confined, first_error, read_yaml_mapping
 from workbench.kinds import get_kind, kind_names, load_kinds
 from workbench.models.factory import check_route
 from workbench.resources import study_path
@@ -240,6 +240,13 @@ def load_study(path: str | Path) -> Study:
         except ValueError as exc:
             field, _, msg = str(exc.args[0]).partition(": ")
             raise ParamsError(path, f"{origin if field in body else 'defaults'}.{field}", msg) from None
+        prompts = getattr(spec, "prompts", None)
+        if isinstance(prompts, str) and "prompts" in spec.model_fields_set:
+            try:  # a template folder the study names stays inside its project (or is absolute)
+                confined(path.parent, prompts, "prompts")
+            except ValueError as exc:
+                raise ParamsError(path, f"{origin if 'prompts' in body else 'defaults'}.prompts",
+                                  str(exc.args[0]).removeprefix("prompts: ")) from None
         root = kind.template_root(spec, path.parent)
         if not root.is_dir():
             raise ParamsError(path, f"{origin}.prompts", f"expected a folder of templates, {root} does not exist")
@@ -255,6 +262,11 @@ def load_study(path: str | Path) -> Study:
         seen[cid] = origin
         cells.append(Cell(cid, i, spec, origin, kind.describe_cell(spec), worlds))
     contrasts = _check_contrasts(path, model.contrasts, cells, kind)
+    if model.cache_dir:  # replies are read back from it: it stays inside the study's project (or is absolute)
+        try:
+            confined(path.parent, model.cache_dir, "cache_dir")
+        except ValueError as exc:
+            raise ParamsError(path, "cache_dir", str(exc.args[0]).removeprefix("cache_dir: ")) from None
     return Study(path=path, name=model.name, world=model.world, seed=model.seed,
                  worlds_per_cell=model.worlds_per_cell, concurrency=model.concurrency,
                  description=model.description, cells=cells, profiles=profiles, raw=raw,

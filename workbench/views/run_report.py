@@ -97,6 +97,24 @@ class RunReport:
         return {"calls": calls, "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": cost,
                 "priced_calls": priced}
 
+    def damage(self) -> list[str]:
+        """What is wrong with the records (see :func:`workbench.records.damage`), once per report."""
+        from workbench.records import damage
+
+        if not hasattr(self, "_damage"):
+            self._damage = damage(self.records)
+        return self._damage
+
+    def damage_html(self) -> str:
+        """The damaged records, for the attrition section: "" when there are none."""
+        found = self.damage()
+        if not found:
+            return ""
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in found[:50])
+        more = f"<li>and {len(found) - 50} more</li>" if len(found) > 50 else ""
+        return (f"<div class='wb-note' style='color:#b00020'><b>{len(found)} damaged record(s)</b>, left out of every "
+                f"table (`workbench run` again reruns a world whose steps are damaged):<ul>{items}{more}</ul></div>")
+
     def attrition(self) -> dict[str, int]:
         """Worlds lost, by whose doing: an infrastructure failure (retried on resume)
         or the models' own invalid output (an outcome)."""
@@ -123,6 +141,10 @@ class RunReport:
         lost = (f"{a['failed']} worlds failed for infrastructure reasons (retried on resume) and "
                 f"{a['invalid']} were invalid by the models' own output" if a["failed"] or a["invalid"]
                 else "no world failed or was invalid")
+        damaged = self.damage()
+        if damaged:
+            lost += (f"; {len(damaged)} damaged record(s) (torn or corrupt lines, worlds missing steps) are left out "
+                     "of every number here: see the attrition section and the provenance")
         kind = self.records.manifest.get("world_kind") or (worlds[0].get("world_kind") if worlds else "")
         text = (f"What was run: {len(per_cell)} cells × {size} worlds = {len(worlds)} {kind} worlds; agents: "
                 f"{', '.join(routes) or 'none'}; {int(u['calls'])} model calls, "
@@ -261,9 +283,7 @@ class RunReport:
         if runs:
             pk = (runs[-1].get("environment") or {}).get("packages") or {}
             rows.append(("packages", ", ".join(f"{k} {v}" for k, v in pk.items() if v)))
-        from workbench.records import damage
-
-        found = damage(self.records)
+        found = self.damage()
         rows.append(("damaged records", "; ".join(found[:20]) + (f"; and {len(found) - 20} more" if len(found) > 20 else "")
                      if found else "none: every line readable, every world's steps complete"))
         body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"

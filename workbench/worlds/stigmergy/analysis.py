@@ -172,7 +172,7 @@ class Analysis(RunReport):
             "no multiple-comparison correction.", self.headline_html())
 
     def sections(self) -> dict[str, Section]:
-        from IPython.display import display
+        from IPython.display import HTML, display
 
         def tables(*names: str) -> Callable[[], None]:
             def show() -> None:
@@ -182,6 +182,8 @@ class Analysis(RunReport):
             return show
 
         def attrition() -> None:
+            if self.damage_html():
+                display(HTML(self.damage_html()))
             tables("writes")()
             show_figure(self.attrition_figure(), f"Worlds per cell by validity under each parser rule, and failed "
                         f"calls ({worlds}).")

@@ -64,6 +64,8 @@ MEMORY_CAP = "memory cap"
 PROCESS_LIMIT = "process limit"
 FILE_SIZE_LIMIT = "file size limit"
 SPACE_LIMIT = "space limit"  # a capped filesystem of the sandbox (/dev/shm) full
+SCRATCH_QUOTA = "scratch quota"
+DEFAULT_SCRATCH_BYTES = 256 << 20  # all the files of the one writable folder together (checked while it runs)
 DEFAULT_MAX_FILE_BYTES = 64 << 20  # the largest file a sandboxed process may write (RLIMIT_FSIZE)
 SHM_BYTES = 16 << 20  # /dev/shm inside the sandbox: its own small tmpfs, not the host's (memory outside the cap)
 
@@ -516,6 +518,21 @@ def run_pytest(test_path: Path | str, workdir: Path | str, timeout_s: float = 10
     return _supervise(cmd, workdir, popen_env, timeout_s, memory_bytes, max_procs, confinement)
 
 
+def _folder_bytes(folder: Path, limit: int) -> int:
+    """The bytes of the files under ``folder``, counted until ``limit`` is passed (a quota check,
+    cheap for the small folders tests write)."""
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+            if total > limit:
+                return total
+    return total
+
+
 def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float, memory_bytes: int,
                max_procs: int, confinement: str) -> SandboxResult:
     """Start ``cmd`` under the limits, poll them, kill the whole tree when one is reached."""
@@ -530,6 +547,7 @@ def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=sink,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             deadline = time.monotonic() + timeout_s
+            next_quota_check = 0.0
             while True:
                 try:
                     proc.wait(timeout=POLL_S)
@@ -540,6 +558,10 @@ def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
                     stopped = PROCESS_LIMIT
                 elif time.monotonic() >= deadline:
                     stopped = TIME_LIMIT
+                elif time.monotonic() >= next_quota_check:  # a folder walk: a few times a second, not every poll
+                    next_quota_check = time.monotonic() + 0.25
+                    if _folder_bytes(cwd, DEFAULT_SCRATCH_BYTES) > DEFAULT_SCRATCH_BYTES:
+                        stopped = SCRATCH_QUOTA
                 if stopped:
                     _kill_tree(proc, cap)
                     proc.wait()
@@ -565,6 +587,8 @@ def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
         text += f"\n[sandbox] killed: more than {max_procs} processes/threads (process limit)\n"
     elif stopped == MEMORY_CAP:
         text += f"\n[sandbox] a test ran out of memory (memory cap {memory_bytes // (1 << 20)} MiB)\n"
+    elif stopped == SCRATCH_QUOTA:
+        text += f"\n[sandbox] killed: the scratch folder passed its quota ({DEFAULT_SCRATCH_BYTES // (1 << 20)} MiB)\n"
     elif stopped == SPACE_LIMIT:
         text += f"\n[sandbox] a test filled a capped filesystem (/dev/shm holds {SHM_BYTES // (1 << 20)} MiB)\n"
     elif stopped == FILE_SIZE_LIMIT:
