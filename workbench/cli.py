@@ -502,7 +502,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from workbench.publish.report import make_report
     from workbench.records import load_run
 
-    warn_damage(load_run(args.dir))  # the report shows them too (provenance)
+    try:
+        warn_damage(load_run(args.dir))  # the report shows them too (what was run, attrition, provenance)
+    except WorkbenchError:
+        pass  # not a run directory: make_report says so
     path = make_report(args.dir, compare_dir=args.compare, output=args.out, timeout_s=args.timeout,
                        figures_dir=args.figures, progress=show_progress(args))
     print(f"report written: {path}")

@@ -663,6 +663,7 @@ class _Envelope(_Readable, kw_only=True):
     cell_label: str = ""
     study: str | None = None
     design: str = ""  # the cell's design fingerprint (workbench.design); "" in records from before it
+    n_steps: int | None = None  # the steps the world recorded (a damaged steps file is told by it)
 
 
 _ENVELOPES = msgspec.json.Decoder(_Envelope)
@@ -824,7 +825,7 @@ def incomplete_worlds(out_dir: Path, worlds: dict[str, dict[str, Any]] | list[An
     items = worlds.values() if isinstance(worlds, dict) else worlds
     out = {}
     for w in items:
-        n = w.get("n_steps") if isinstance(w, dict) else None
+        n = w.get("n_steps")
         if isinstance(n, int):
             got = counts.get((w["world_id"], int(w.get("run") or 0)), 0)
             if got != n:
@@ -840,7 +841,7 @@ def damage(records: RunRecords, check_steps: bool | None = None) -> list[str]:
     if check_steps is None:
         check_steps = len(records.light_worlds()) <= DAMAGE_CHECK_WORLDS
     if check_steps and not is_batch_dir(records.dir):
-        found = incomplete_worlds(records.dir, records.worlds)
+        found = incomplete_worlds(records.dir, records.light_worlds())  # envelopes carry n_steps: no whole record read
         out += [f"world {wid}: {got} of its {n} steps readable in {STEPS}" for wid, (got, n) in sorted(found.items())]
     return out
 
