@@ -21,7 +21,7 @@ from typing import Any
 from workbench.errors import InputError, UnknownNameError
 from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_html
-from workbench.views.panel import CellWorldPicker, Missing, Panel, ShownAsWidget, error_html, missing_run, note_html
+from workbench.views.panel import CellWorldPicker, Missing, Panel, SliderWorld, error_html, missing_run
 from workbench.worlds.recall.views import context_html, memory_at_turn, retrieval_ranks, statements_html, turn_timeline
 
 VIEWS = ("summary", "timeline", "turn", "retrieval", "context", "calls")
@@ -45,7 +45,7 @@ def highlight_turn(fig: Any, turn: int) -> Any:
     return fig
 
 
-class _WorldViews(ShownAsWidget):
+class _WorldViews(SliderWorld):
     """Draws one recall world into the panel; the turn slider redraws the timeline's
     highlight and the memory view together."""
 
@@ -72,22 +72,11 @@ class _WorldViews(ShownAsWidget):
         self.turn = W.IntSlider(value=0, min=0, max=0, description="turn", continuous_update=False,
                                 layout={"width": "60%"})
         self.turn.observe(lambda _change: self._draw_turn(), names="value")
+        self.slider = self.turn
 
     def _set_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
-        self.world, self.steps = world, sorted(steps, key=lambda s: s["seq"])
         turns = [t["turn"] for t in world.get("turns") or []]
-        with self.turn.hold_trait_notifications():
-            self.turn.max = max(turns, default=0)
-            self.turn.min = 0
-            self.turn.value = 0
-        self._draw()
-
-    def _forget(self, note: str | None = None) -> None:
-        self.world, self.steps = {}, []
-        with self.turn.hold_trait_notifications():
-            self.turn.max = 0
-            self.turn.value = 0
-        self.panel.clear(note_html(note, "#b35900") if note else None)
+        self._show_world(world, sorted(steps, key=lambda s: s["seq"]), max(turns, default=0))
 
     def _draw(self) -> None:
         self.panel.show("summary", self._summary_html())
@@ -296,27 +285,11 @@ class RecallExplorer(_WorldViews):
         try:
             cell, index = self.current_cell(), self.world_index()
         except Exception as exc:  # noqa: BLE001 - as above
-            self._forget()
-            self.panel.show("summary", error_html("these settings do not make a cell", exc))
-            self.panel.idle()
+            self._fail("these settings do not make a cell", exc)
             return
         what = f"script {self.controls['script'].value}, repetition {self.controls['repetition'].value} of {cell.label}"
-        self.panel.busy(f"running {what} ...")
-        self.run_button.disabled = True
-        self.panel.clear(note_html(f"running {what} ...", "#b35900"))
-        try:
-            outcome = run_sync(run_one_world(self.study, cell, index))
-        except Exception as exc:  # noqa: BLE001 - as above
-            self._forget()
-            self.panel.show("summary", error_html(f"{what} could not run", exc))
-            self.panel.idle()
-            return
-        finally:
-            self.run_button.disabled = False
-        self.source = (f"re-run now from {self.study.path.name}, world #{index}, routes: "
-                       f"{', '.join(sorted(self.routes()))}")
-        self._set_world(outcome.world, outcome.steps)
-        self.panel.idle(f"world {outcome.world['world_id']} ({len(self.steps)} model calls)")
+        source = f"re-run now from {self.study.path.name}, world #{index}, routes: {', '.join(sorted(self.routes()))}"
+        self._run_and_show(what, lambda: run_sync(run_one_world(self.study, cell, index)), source, "model calls")
 
 
 # -- open a recorded world -----------------------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Any
 from workbench.params import Cell, Study, load_study
 from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_html
-from workbench.views.panel import CellWorldPicker, Missing, Panel, ShownAsWidget, error_html, missing_run, note_html
+from workbench.views.panel import CellWorldPicker, Missing, Panel, SliderWorld, missing_run, note_html
 from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.worlds.stigmergy.spec import CONDITIONS
 
@@ -66,7 +66,7 @@ def route_options(extra: Iterable[str] = ()) -> list[str]:
 
 
 # -- one world, drawn -----------------------------------------------------------------
-class _WorldViews(ShownAsWidget):
+class _WorldViews(SliderWorld):
     """Draws one world (``self.world``, ``self.steps``) into the panel; the step slider
     redraws the timeline's highlight and the step/store view together."""
 
@@ -94,23 +94,12 @@ class _WorldViews(ShownAsWidget):
         self.step = W.IntSlider(value=0, min=0, max=0, description="step", continuous_update=False,
                                 layout={"width": "60%"})
         self.step.observe(lambda _change: self._draw_step(), names="value")
+        self.slider = self.step
 
     def _set_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
         from workbench.worlds.stigmergy.views.steps import ordered
 
-        self.world, self.steps = world, ordered(steps)
-        with self.step.hold_trait_notifications():
-            self.step.max = max(0, len(self.steps) - 1)
-            self.step.value = 0
-        self._draw()
-
-    def _forget(self, note: str | None = None) -> None:
-        """The settings no longer describe the world on show: drop it, say why."""
-        self.world, self.steps = {}, []
-        with self.step.hold_trait_notifications():
-            self.step.max = 0
-            self.step.value = 0
-        self.panel.clear(note_html(note, "#b35900") if note else None)
+        self._show_world(world, ordered(steps), len(steps) - 1)
 
     def _draw(self) -> None:
         from workbench.worlds.stigmergy.views import transcripts_html
@@ -291,26 +280,11 @@ class WorldExplorer(_WorldViews):
         try:
             cell = self.current_cell()
         except Exception as exc:  # noqa: BLE001 - a bad setting is shown, not raised into the widget loop
-            self._forget()
-            self.panel.show("summary", error_html("these settings do not make a cell", exc))
-            self.panel.idle()
+            self._fail("these settings do not make a cell", exc)
             return
-        self.panel.busy(f"running world {index} of {cell.label} ...")
-        self.run_button.disabled = True
-        self.panel.clear(note_html(f"running world {index} of {cell.label} ...", "#b35900"))
-        try:
-            outcome = run_sync(run_one_world(self.study, cell, index))
-        except Exception as exc:  # noqa: BLE001 - as above
-            self._forget()
-            self.panel.show("summary", error_html(f"world {index} of {cell.label} could not run", exc))
-            self.panel.idle()
-            return
-        finally:
-            self.run_button.disabled = False
-        routes = ", ".join(sorted(self.routes()))
-        self.source = f"re-run now from {self.study.path.name}, world #{index}, routes: {routes}"
-        self._set_world(outcome.world, outcome.steps)
-        self.panel.idle(f"world {outcome.world['world_id']} ({len(self.steps)} steps)")
+        source = f"re-run now from {self.study.path.name}, world #{index}, routes: {', '.join(sorted(self.routes()))}"
+        self._run_and_show(f"world {index} of {cell.label}", lambda: run_sync(run_one_world(self.study, cell, index)),
+                           source, "steps")
 
 
 # -- open a recorded world -----------------------------------------------------------------

@@ -9,7 +9,7 @@ waiting on, which can lose the cell's reply until the execution timeout
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,3 +178,64 @@ class ShownAsWidget:
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         bundle["text/plain"] = self.describe()
         return bundle
+
+
+class SliderWorld(ShownAsWidget):
+    """An explorer that shows one world through a panel and a slider over its steps or turns
+    (``slider``): what every kind's explorer does when a world is set or dropped."""
+
+    panel: Panel
+    slider: Any  # an ipywidgets IntSlider
+    world: dict[str, Any]
+    steps: list[dict[str, Any]]
+    source: str  # one line: where the world on show came from
+
+    def _draw(self) -> None:
+        raise NotImplementedError
+
+    def _show_world(self, world: dict[str, Any], steps: list[dict[str, Any]], last: int) -> None:
+        """Show ``world`` from its first step, the slider reaching ``last``."""
+        self.world, self.steps = world, steps
+        self._reset_slider(last)
+        self._draw()
+
+    def _forget(self, note: str | None = None) -> None:
+        """The settings no longer describe the world on show: drop it, say why."""
+        self.world, self.steps = {}, []
+        self._reset_slider(0)
+        self.panel.clear(note_html(note, "#b35900") if note else None)
+
+    def _set_world(self, world: dict[str, Any], steps: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        """A setting or a run that failed: the world on show is dropped and the error shown, not raised
+        into the widget loop."""
+        self._forget()
+        self.panel.show("summary", error_html(what, exc))
+        self.panel.idle()
+
+    def _run_and_show(self, what: str, run: Callable[[], Any], source: str, unit: str) -> None:
+        """Run one world (``run()`` returns its outcome) with the Run button held, then show it."""
+        button = getattr(self, "run_button", None)
+        self.panel.busy(f"running {what} ...")
+        if button is not None:
+            button.disabled = True
+        self.panel.clear(note_html(f"running {what} ...", "#b35900"))
+        try:
+            outcome = run()
+        except Exception as exc:  # noqa: BLE001 - shown in the panel, as a bad setting is
+            self._fail(f"{what} could not run", exc)
+            return
+        finally:
+            if button is not None:
+                button.disabled = False
+        self.source = source
+        self._set_world(outcome.world, outcome.steps)
+        self.panel.idle(f"world {outcome.world['world_id']} ({len(self.steps)} {unit})")
+
+    def _reset_slider(self, last: int) -> None:
+        with self.slider.hold_trait_notifications():
+            self.slider.max = max(0, last)
+            self.slider.min = 0
+            self.slider.value = 0

@@ -581,17 +581,15 @@ def _supervise(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float,
         stopped = SPACE_LIMIT
     elif stopped is None and proc.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
         stopped = "killed by SIGKILL"  # not by us: most likely the kernel's out-of-memory killer
-    if stopped == TIME_LIMIT:
-        text += f"\n[sandbox] killed after {timeout_s:g} s (time limit)\n"
-    elif stopped == PROCESS_LIMIT:
-        text += f"\n[sandbox] killed: more than {max_procs} processes/threads (process limit)\n"
-    elif stopped == MEMORY_CAP:
-        text += f"\n[sandbox] a test ran out of memory (memory cap {memory_bytes // (1 << 20)} MiB)\n"
-    elif stopped == SCRATCH_QUOTA:
-        text += f"\n[sandbox] killed: the scratch folder passed its quota ({DEFAULT_SCRATCH_BYTES // (1 << 20)} MiB)\n"
-    elif stopped == SPACE_LIMIT:
-        text += f"\n[sandbox] a test filled a capped filesystem (/dev/shm holds {SHM_BYTES // (1 << 20)} MiB)\n"
-    elif stopped == FILE_SIZE_LIMIT:
-        text += f"\n[sandbox] a test wrote a file past the size limit ({DEFAULT_MAX_FILE_BYTES // (1 << 20)} MiB)\n"
+    said = {  # what the test's output says of a stop, one line after it
+        TIME_LIMIT: f"killed after {timeout_s:g} s (time limit)",
+        PROCESS_LIMIT: f"killed: more than {max_procs} processes/threads (process limit)",
+        MEMORY_CAP: f"a test ran out of memory (memory cap {memory_bytes // (1 << 20)} MiB)",
+        SCRATCH_QUOTA: f"killed: the scratch folder passed its quota ({DEFAULT_SCRATCH_BYTES // (1 << 20)} MiB)",
+        SPACE_LIMIT: f"a test filled a capped filesystem (/dev/shm holds {SHM_BYTES // (1 << 20)} MiB)",
+        FILE_SIZE_LIMIT: f"a test wrote a file past the size limit ({DEFAULT_MAX_FILE_BYTES // (1 << 20)} MiB)",
+    }.get(stopped or "")
+    if said:
+        text += f"\n[sandbox] {said}\n"
     return SandboxResult(returncode=proc.returncode, output=text, timed_out=stopped == TIME_LIMIT,
                          stopped=stopped, confinement=confinement)
