@@ -37,16 +37,26 @@ def _run(study: Path, out: Path, env: dict[str, str]) -> subprocess.CompletedPro
                           env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_the_budget_holds_over_four_invocations(tmp_path):
+def test_the_budget_holds_over_four_invocations(tmp_path, monkeypatch, capsys):
     """The same command four times (what one does after infrastructure failures): the study's
-    budget_usd bounds what all four spent together, and each run says what is left."""
+    budget_usd bounds what all four spent together, and each run says what is left. (In one
+    process: each invocation starts from the run directory alone, as a new process would.)"""
+    from workbench.cli import main
+    from workbench.models.litellm_client import reset_limits
+
     server = FakeOpenAI()
     server.responder = agent_script
     server.start()
     try:
-        env = _env(write_catalogue(tmp_path, server.url))
+        for key, value in _env(write_catalogue(tmp_path, server.url)).items():
+            if key in ("WORKBENCH_MODELS", "OPENAI_API_KEY"):
+                monkeypatch.setenv(key, value)
         study, out = _study(tmp_path, worlds=20, budget=0.02), tmp_path / "run"
-        runs = [_run(study, out, env) for _ in range(4)]
+        runs = []
+        for _ in range(4):
+            reset_limits()
+            main(["run", str(study), "--out", str(out), "--no-summary", "--no-progress"])
+            runs.append(capsys.readouterr())
         requests = server.count
     finally:
         server.stop()
@@ -54,7 +64,7 @@ def test_the_budget_holds_over_four_invocations(tmp_path):
     assert 0 < sum(costs) <= 0.02 + 1e-9 and spent(out) == sum(costs)
     assert requests == sum(len(e.get("attempts") or []) for e in read_ledger(out))
     for later in runs[1:]:
-        assert "spent by earlier runs of this study" in later.stderr, later.stderr[-1500:]
+        assert "spent by earlier runs of this study" in later.err, later.err[-1500:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert [r.get("budget_before_usd", 0) > 0 for r in manifest["runs"]] == [False, True, True, True]
 
