@@ -107,3 +107,23 @@ def test_anthropic_route_records_the_translated_body_with_its_thinking_budget(mo
         assert received["thinking"]["type"] == "enabled" and received["thinking"]["budget_tokens"] > 0
         assert "reasoning_effort" not in received and received["system"]  # translated: system moved, effort mapped
         assert KEY not in json.dumps(reply.to_record())
+
+
+def test_a_failed_call_records_what_it_sent_too(monkeypatch):
+    """A call the server refused still went on the wire: its body is recorded (redacted), never
+    left as a raw body on each attempt; earlier attempts keep the hash of theirs."""
+    from tests.fake_openai import status
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    server = FakeOpenAI().start()
+    try:
+        server.push(status(500), status(500), status(500), status(500))
+        entry = ModelEntry(name="t", route="openai/fake-model", api_base=server.url, max_attempts=2, timeout_s=10,
+                           backoff_base_s=0.01, temperature=0.3, transport="litellm")
+        reply = _complete(entry, MESSAGES)[0]
+        received = [r["body"] for r in server.requests]
+    finally:
+        server.stop()
+    assert reply.error and len(reply.attempts) == 2
+    assert reply.extra["sent"] == received[1]
+    assert all("sent" not in a for a in reply.attempts) and reply.attempts[0]["sent_sha256"]

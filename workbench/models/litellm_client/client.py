@@ -16,7 +16,7 @@ from workbench.models.ledger import BoundLedger
 from workbench.models.litellm_client import lean, loader
 from workbench.models.litellm_client import sent as sent_body
 from workbench.models.litellm_client.cache import ReplyCache, cache_key
-from workbench.models.litellm_client.keys import _api_base, find_key, redact, strip_credentials
+from workbench.models.litellm_client.keys import _api_base, find_key, redact, secret_values, strip_credentials
 from workbench.models.litellm_client.limits import limits_for
 from workbench.models.litellm_client.loader import get_litellm
 from workbench.models.litellm_client.request import _rejected_param, _supported, prepare_params
@@ -103,6 +103,7 @@ class LiteLLMClient:
         self._supported_cache: set[str] | None | bool = False
         self.lean = lean.lean_eligible(entry, self.api_base)
         self._redacted: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._known: dict[tuple[str, ...], list[str]] = {}  # key values to redact, per key (read once: ~0.2 ms)
 
     # -- pieces -------------------------------------------------------------------------
     def _redact_base(self, base: Any, secrets: tuple[str, ...]) -> str:
@@ -113,6 +114,21 @@ class LiteLLMClient:
         if got is None:
             got = self._redacted[memo_key] = redact(strip_credentials(str(base)), secrets)
         return got
+
+    def _known_secrets(self, secrets: tuple[str, ...]) -> list[str]:
+        got = self._known.get(secrets)
+        if got is None:
+            got = self._known[secrets] = secret_values(secrets)
+        return got
+
+    def _keep_sent(self, attempts: list[dict[str, Any]], extra: dict[str, Any], known: list[str]) -> None:
+        """What each attempt sent (see .sent): the last attempt's body in the reply's extra, an
+        earlier one's hash on its attempt (a retry may send other parameters); failed or not."""
+        if attempts and "sent" in attempts[-1]:
+            extra["sent"] = redact_json(attempts[-1].pop("sent"), known)
+        for att in attempts:
+            if "sent" in att:
+                att["sent_sha256"] = sha256_json(att.pop("sent"))
 
     def _supported(self) -> set[str] | None:
         if self._supported_cache is False:
@@ -231,6 +247,8 @@ class LiteLLMClient:
         attempts = trace["attempts"]
         if attempts and "status" not in attempts[-1] and "error" not in attempts[-1]:
             attempts[-1]["cancelled"] = True
+            if not trace["in_request"]:  # cancelled while its open line was being synced: never sent
+                attempts[-1]["local"] = True
         reservation, charged = trace["reservation"], None
         if reservation is not None and self.budget is not None:
             charged = reservation.amount if trace["in_request"] else 0.0
@@ -416,6 +434,8 @@ class LiteLLMClient:
         except asyncio.CancelledError:  # complete() accounts for the call (ledger, budget)
             raise
         extra["queue_s"] = round(queue_s, 6)
+        known = self._known_secrets(secrets)
+        self._keep_sent(attempts, extra, known)
         if resp is None:
             if reservation is not None and self.budget is not None:
                 self.budget.settle(reservation, 0.0)  # a failed request is not billed
@@ -431,15 +451,10 @@ class LiteLLMClient:
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)
             extra["budget"]["charged_usd"] = cost
-        if attempts and "sent" in attempts[-1]:  # the body the provider answered, after litellm's translation
-            extra["sent"] = redact_json(attempts[-1].pop("sent"), secrets)
-        for att in attempts:  # earlier attempts: the hash of what each sent (a retry may send other params)
-            if "sent" in att:
-                att["sent_sha256"] = sha256_json(att.pop("sent"))
         # a server may reflect a key into its reply: model text is data, but no key value is ever recorded
-        text, reasoning, tools = redact_json([message.content or "", _reasoning(message), _tool_calls(message)],
-                                             secrets)
-        if [text, reasoning, tools] != [message.content or "", _reasoning(message), _tool_calls(message)]:
+        as_sent = [message.content or "", _reasoning(message), _tool_calls(message)]
+        text, reasoning, tools = redact_json(as_sent, known)
+        if [text, reasoning, tools] != as_sent:
             extra["redacted"] = "a key's value in the reply was replaced by [REDACTED]"
         out = reply(text=text, model_returned=getattr(resp, "model", None), reasoning=reasoning, usage=usage,
                     cost_usd=cost, attempts=attempts, tool_calls=tools)

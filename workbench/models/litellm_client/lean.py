@@ -259,7 +259,7 @@ async def acompletion(*, model: str, messages: list[dict[str, Any]], api_base: s
     bare = model.split("/", 1)[1]
     url = api_base.rstrip("/") + "/chat/completions"
     body = {"model": bare, "messages": messages, **{k: v for k, v in params.items() if v is not None}}  # as litellm
-    sent.record(body)  # what goes on the wire, as the litellm path records it
+    sent.record(body, plain_json=True)  # what goes on the wire, as the litellm path records it
     headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
                "Accept": "application/json", "X-Client-Request-Id": request_id}
     t0 = time.time()

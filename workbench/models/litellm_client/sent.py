@@ -27,11 +27,12 @@ def plain(body: Any) -> Any:
     return json.loads(json.dumps(body, default=str))
 
 
-def record(body: Any) -> None:
-    """Keep ``body`` as the sent body of the attempt this context is making (if any)."""
+def record(body: Any, *, plain_json: bool = False) -> None:
+    """Keep ``body`` as the sent body of the attempt this context is making (if any); a body
+    already made of JSON values and not changed after (``plain_json``: the lean path's) is kept as is."""
     sink = SINK.get()
     if sink is not None and isinstance(body, dict):
-        sink["sent"] = plain(body)
+        sink["sent"] = body if plain_json else plain(body)
 
 
 def as_sent(body: Any) -> Any:
@@ -61,12 +62,22 @@ def install(litellm: Any) -> None:
     _INSTALLED.append(logger)
 
 
-def redact_json(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` with every known key's value replaced wherever it occurs (a key never reaches a
-    record). Only known values: the body is data, and a key-shaped string an agent wrote is kept."""
-    from workbench.models.litellm_client.keys import REDACTED, secret_values
+def redact_json(value: Any, known: list[str]) -> Any:
+    """``value`` with each of the ``known`` key values replaced wherever it occurs (a key never
+    reaches a record; ``keys.secret_values`` gives them). Only known values: the body is data, and
+    a key-shaped string an agent wrote is kept."""
+    from workbench.models.litellm_client.keys import REDACTED
 
-    known = [v for v in secret_values(secrets) if v]
+    known = [v for v in known if v]
+    if known:  # one encoding in C and a byte search: the walk below only for a body that holds a key
+        import msgspec
+
+        try:
+            encoded = msgspec.json.encode(value)
+        except (TypeError, msgspec.EncodeError):
+            encoded = None
+        if encoded is not None:
+            known = [k for k in known if k.encode() in encoded or json.dumps(k)[1:-1].encode() in encoded]
 
     def walk(v: Any) -> Any:
         if isinstance(v, str):
