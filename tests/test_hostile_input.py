@@ -162,3 +162,19 @@ def test_template_and_cache_folders_stay_inside_the_project(tmp_path, capsys, fi
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert field in err and "outside the study's project" in err, err
+
+
+def test_a_viewer_on_every_interface_answers_its_addresses_and_names_only(tmp_path):
+    from workbench.viewer.server import make_server
+
+    out = tmp_path / "run"
+    assert main(["-q", "run", str(ROOT / "params/smoke.yaml"), "--out", str(out), "--max-worlds", "1"]) == 0
+    server, _site = make_server([out], host="0.0.0.0", port=0, site_dir=tmp_path / "site")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert _get(port, "/index.html", host=f"192.168.1.20:{port}") == 200  # reached by address from the LAN
+        assert _get(port, "/index.html", host=f"localhost:{port}") == 200
+        assert _get(port, "/index.html", host=f"attacker.example:{port}") == 403
+    finally:
+        server.shutdown()

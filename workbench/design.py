@@ -203,6 +203,7 @@ def cell_designs(study: Any, cells: list[Any] | None = None) -> dict[str, CellDe
     kind = study.kind
     code = [(f"kind code {_package_name(p)}", p) for p in sorted(set(kind.code_files()))]
     data = [(f"kind data {_package_name(p)}", p) for p in sorted(set(kind.data_files()))]
+    kind_files = {p.resolve() for _, p in code + data}
     out: dict[str, CellDesign] = {}
     for cell in cells if cells is not None else study.cells:
         d = CellDesign(cell.cell_id)
@@ -216,7 +217,8 @@ def cell_designs(study: Any, cells: list[Any] | None = None) -> dict[str, CellDe
                 d.add_file(f"template {name}", path)
         for path in kind.design_files(cell.spec, study.base_dir):
             for f in _files(Path(path)):
-                d.add_file(f"data {_study_name(f, study.base_dir)}", f)
+                if f.resolve() not in kind_files:  # a kind's own file is a part already, once
+                    d.add_file(f"data {_study_name(f, study.base_dir)}", f)
         for name, path in code + data:
             d.add_file(name, path)
         routes = set(kind.routes(cell.spec))

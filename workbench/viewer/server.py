@@ -31,14 +31,32 @@ class ViewerHandler(SimpleHTTPRequestHandler):
         super().__init__(*args, directory=str(site.root), **kwargs)
 
     def _allowed(self) -> bool:
-        """Only requests addressed to the address the viewer bound: a page on another site that
-        points a name of its own at 127.0.0.1 (DNS rebinding) sends its own Host and is refused."""
-        host = (self.headers.get("Host") or "").strip().lower()
+        """Only requests addressed to this viewer: a page on another site that points a name of
+        its own at our address (DNS rebinding) sends that name as its Host and is refused. Bound
+        to a loopback address, the loopback names; bound to one address, that address; bound to
+        every interface (``--host 0.0.0.0``), an IP address, localhost or this machine's names."""
+        import ipaddress
+        import socket
+        from urllib.parse import urlsplit as split
+
         address: Any = self.server.server_address
-        bound_host, bound_port = address[0], address[1]
-        names = {str(bound_host).lower(), "localhost", "127.0.0.1", "[::1]"} if str(bound_host) in (
-            "127.0.0.1", "::1", "localhost") else {str(bound_host).lower()}
-        return host in {f"{n}:{bound_port}" for n in names} | ({*names} if bound_port == 80 else set())
+        bound, port = str(address[0]).lower(), int(address[1])
+        try:
+            parsed = split(f"//{(self.headers.get('Host') or '').strip().lower()}")
+            name, given_port = parsed.hostname or "", parsed.port or 80
+        except ValueError:
+            return False
+        if given_port != port:
+            return False
+        if bound in ("127.0.0.1", "::1", "localhost"):
+            return name in ("localhost", "127.0.0.1", "::1")
+        if bound in ("0.0.0.0", "::", ""):
+            try:
+                ipaddress.ip_address(name)
+                return True
+            except ValueError:
+                return name in ("localhost", socket.gethostname().lower(), socket.getfqdn().lower())
+        return name == bound
 
     def do_HEAD(self) -> None:  # noqa: N802
         if self._refused():
