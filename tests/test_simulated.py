@@ -198,14 +198,14 @@ def _complete(client: SimulatedClient, messages: list[dict[str, str]]):  # noqa:
     "Compute the remainder of N_A = abc divided by 97.",
 ])
 @pytest.mark.parametrize("profile", ["diligent", "clause-follower", "loner"])
-def test_reworded_task_still_gets_a_valid_op(task: str, profile: str) -> None:
+def test_a_task_it_cannot_read_is_refused_never_answered(task: str, profile: str) -> None:
+    """Issue 38: a guessed "0" would be scored as the wording's effect; the refusal makes the
+    world invalid with its cause instead (tests/test_twin_cues.py runs such worlds)."""
     client = SimulatedClient(get_profile(profile), seed=3)
     reply = _complete(client, [{"role": "system", "content": REWORDED_SYSTEM}, {"role": "user", "content": task}])
-    out = parse_reply(reply.text, "strict", STORE_OPS)
-    assert out.valid, reply.text
-    assert out.op["op"] == "submit"  # no store operation is offered in that prompt
-    assert reply.extra["simulated"] is True
-    assert reply.error is None
+    assert not parse_reply(reply.text, "lenient", STORE_OPS).valid, reply.text
+    assert reply.extra["refusal"] == "twin cannot read its task" and reply.extra["simulated"] is True
+    assert reply.error is None  # not an infrastructure failure
 
 
 BIG = "7" * 5000  # more digits than int() converts (sys.get_int_max_str_digits() == 4300)
@@ -245,11 +245,15 @@ def test_task_with_a_huge_number_does_not_raise(task: str) -> None:
 def test_simulated_client_never_raises_on_arbitrary_text(system: str, task: str, results: list[str],
                                                         profile: str, seed: int) -> None:
     """Fed any system prompt, task and results, a clean-style profile always answers with
-    one valid operation (the store operations only where the prompt offers them)."""
+    one valid operation (the store operations only where the prompt offers them), or
+    refuses a task it cannot read, saying so."""
     client = SimulatedClient(get_profile(profile), seed)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
     for result in results:
         reply = _complete(client, messages)
+        if reply.extra.get("refusal"):
+            assert reply.extra["refusal"] == "twin cannot read its task" and reply.error is None
+            break
         out = parse_reply(reply.text, "strict", STORE_OPS)
         assert out.valid, reply.text
         if out.op["op"] != "submit":

@@ -293,6 +293,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     line = _plan_line(study)
     if line:
         print(line, file=sys.stderr)
+    _warn_uncalibrated(study)
     if isinstance(args.processes, int) and args.processes > 1:
         from workbench.probe import probe_routes_of
 
@@ -334,6 +335,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_uncalibrated(study: Any) -> None:
+    """Say, before anything runs, which cells rehearse on agents that cannot read their prompts as fitted."""
+    if not study.uncalibrated:
+        return
+    print(f"warning: rehearsal: uncalibrated: in {len(study.uncalibrated)} cell(s) simulated agents cannot read the "
+          "prompts as they were fitted to; every report will say so:", file=sys.stderr)
+    for cell, problems in study.uncalibrated.items():
+        print(f"  {cell}: {problems[0]}" + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+              file=sys.stderr)
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     allow_unsafe_code_tasks(args)
     study = load_study(args.params)
@@ -341,6 +353,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
           f"{study.worlds_per_cell} worlds, seed {study.seed}")
     for c in study.cells:
         print(f"  {c.cell_id}  {c.label}" + (f"  ({c.worlds} worlds)" if c.worlds else ""))
+    _warn_uncalibrated(study)
     code = preflight(study)
     if code or not args.probe:
         return code

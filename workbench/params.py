@@ -12,7 +12,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -44,6 +44,10 @@ class _StudyModel(BaseModel):
     monitor: MonitorSpec | None = None
     contrasts: list[ContrastModel] = Field(default_factory=list)
     estimability: EstimabilityModel | None = None
+    rehearsal: Literal["calibrated", "uncalibrated"] = Field(
+        "calibrated", description="calibrated: a cell whose simulated agents cannot read its prompts as they were "
+                                  "fitted to is refused; uncalibrated: it runs, and every report says why it is "
+                                  "not a calibrated rehearsal")
 
 
 class EstimabilityModel(BaseModel):
@@ -116,6 +120,9 @@ class Study:
     monitor: MonitorSpec | None = None
     contrasts: list[dict[str, Any]] = field(default_factory=list)
     estimability: dict[str, Any] = field(default_factory=dict)  # the study's own rule, or {} (the default)
+    rehearsal: str = "calibrated"
+    # what its simulated agents cannot read as fitted, by cell label (only under rehearsal: uncalibrated)
+    uncalibrated: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def base_dir(self) -> Path:
@@ -213,6 +220,7 @@ def load_study(path: str | Path) -> Study:
 
     cells: list[Cell] = []
     seen: dict[str, str] = {}
+    uncalibrated: dict[str, list[str]] = {}
     for i, (origin, body) in enumerate(entries):
         if not isinstance(body, dict):
             raise ParamsError(path, origin, f"expected a mapping of cell fields, got {type(body).__name__}")
@@ -250,8 +258,15 @@ def load_study(path: str | Path) -> Study:
         root = kind.template_root(spec, path.parent)
         if not root.is_dir():
             raise ParamsError(path, f"{origin}.prompts", f"expected a folder of templates, {root} does not exist")
+        problems = kind.rehearsal_problems(spec, root, profiles)
+        if problems and model.rehearsal == "calibrated":
+            more = f" ({len(problems) - 1} more problem(s) in this cell)" if len(problems) > 1 else ""
+            raise ParamsError(path, f"{origin}.model", f"{problems[0]}{more}. A rehearsal on it would report the "
+                              "simulation's misreading as the wording's effect: map the wording with a study profile "
+                              "(cues), or declare rehearsal: uncalibrated to run it labelled as such")
+        if problems:
+            uncalibrated[kind.describe_cell(spec)] = problems
         try:
-            kind.check_templates(spec, root, profiles)
             kind.check_inputs(spec, path.parent, worlds or model.worlds_per_cell)
         except ValueError as exc:
             field, _, msg = str(exc.args[0]).partition(": ")
@@ -273,7 +288,8 @@ def load_study(path: str | Path) -> Study:
                  budget_usd=model.budget_usd,
                  cache_dir=(path.parent / model.cache_dir) if model.cache_dir else None,
                  monitor=model.monitor, contrasts=contrasts,
-                 estimability=model.estimability.model_dump() if model.estimability else {})
+                 estimability=model.estimability.model_dump() if model.estimability else {},
+                 rehearsal=model.rehearsal, uncalibrated=uncalibrated)
 
 
 def _check_contrasts(path: Path, declared: list[ContrastModel], cells: list[Cell], kind: Any

@@ -1042,6 +1042,18 @@ def environment_facts() -> dict[str, Any]:
     }
 
 
+def uncalibrated_cells(manifest: dict[str, Any]) -> dict[str, list[str]]:
+    """Per cell label, what its simulated agents could not read as fitted, over every run
+    that declared ``rehearsal: uncalibrated`` ({} for a calibrated rehearsal or real models)."""
+    out: dict[str, list[str]] = {}
+    for entry in [manifest, *(manifest.get("runs") or [])]:
+        r = entry.get("rehearsal") if isinstance(entry, dict) else None
+        if isinstance(r, dict) and r.get("status") == "uncalibrated":
+            for cell, problems in (r.get("problems") or {}).items():
+                out.setdefault(str(cell), [str(p) for p in problems])
+    return out
+
+
 def write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
     manifest["schema_version"] = SCHEMA_VERSION  # of the records it describes, and of itself
     tmp = Path(out_dir) / (MANIFEST + ".tmp")

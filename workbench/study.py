@@ -257,7 +257,7 @@ def _manifest_for(study: Study, existing: dict[str, Any] | None) -> dict[str, An
             "contrasts": study.contrasts,  # what the analysis compares (matched cells only)
             "estimability": study.estimability,  # when a contrast is called estimable ({}: the default rule)
             "seed": study.seed, "monitor": monitor_facts(study), "worlds_per_cell": study.worlds_per_cell,
-            "profiles": inputs["profiles"]}
+            "profiles": inputs["profiles"], "rehearsal": inputs["rehearsal"]}
 
 
 def _cell_entry(c: Cell) -> dict[str, Any]:
@@ -275,7 +275,9 @@ def _run_inputs(study: Study) -> dict[str, Any]:
             # profiles the study defines (cues for reworded templates among them): what its simulated agents were
             "profiles": {name: p.model_dump(mode="json") if hasattr(p, "model_dump") else repr(p)
                          for name, p in sorted(study.profiles.items())},
-            "monitor": monitor_facts(study)}
+            "monitor": monitor_facts(study),
+            # calibrated, or uncalibrated with what its simulated agents cannot read as fitted (per cell)
+            "rehearsal": {"status": study.rehearsal, "problems": study.uncalibrated}}
 
 
 class DesignChanged(InputError):

@@ -123,10 +123,13 @@ class WorldKind:
     def check_cell(self, cell: Any, worlds_per_cell: int) -> None:
         """Raise ValueError("FIELD: expected ...") for a cell the study cannot run (checked at load)."""
 
-    def check_templates(self, cell: Any, root: Path, profiles: dict[str, Any]) -> None:
-        """Raise ValueError("FIELD: expected ...") where the cell's rendered templates and its
-        simulated agents disagree (checked at load, once the template folder exists): a
-        simulated profile that reads its prompt by cue phrases must find them."""
+    def rehearsal_problems(self, cell: Any, root: Path, profiles: dict[str, Any]) -> list[str]:
+        """Why the cell's simulated agents could not act on its rendered prompts as they were
+        fitted to (checked at load, once the template folder exists): a profile that reads its
+        prompt by cue phrases must find them, un-negated, and read its task; a twin must see the
+        texts it was calibrated on. The study refuses each, unless it declares
+        ``rehearsal: uncalibrated`` (then they are recorded and every report states them)."""
+        return []
 
     def check_inputs(self, cell: Any, base_dir: Path, worlds_per_cell: int) -> None:
         """Raise ValueError("FIELD: expected ...") for a file or folder the cell names that is missing,

@@ -257,7 +257,11 @@ def turn_on_side(frame: pd.DataFrame, numeric: set[str], rates: set[str]) -> pd.
 
 def caption_html(text: str, title: str = "") -> str:
     """The one line under every figure and table: what it shows, over which worlds."""
+    from workbench.views.notes import caption_note
+
     e = html.escape
+    note = caption_note()
+    text = f"{text} {note}".strip() if note else text
     return f"<p class=\"wb-caption\">{f'<b>{e(title)}.</b> ' if title else ''}{e(text)}</p>"
 
 

@@ -34,6 +34,19 @@ class RunReport:
     records: RunRecords
     other: RunRecords | None = None
 
+    def __post_init__(self) -> None:
+        from workbench.views.notes import set_caption_note
+
+        set_caption_note("UNCALIBRATED REHEARSAL: simulated agents that could not read this study's prompts as "
+                         "they were fitted to; see the banner." if self.uncalibrated else "")
+
+    @property
+    def uncalibrated(self) -> dict[str, list[str]]:
+        """Per cell, what its simulated agents could not read as fitted (``rehearsal: uncalibrated``)."""
+        from workbench.records import uncalibrated_cells
+
+        return uncalibrated_cells(self.records.manifest)
+
     @classmethod
     def load(cls, run_dir: str | Path, compare_dir: str | Path | None = None) -> RunReport:
         report = cls(load_run(run_dir), load_run(compare_dir) if compare_dir else None)
@@ -66,6 +79,18 @@ class RunReport:
         return bool(self.simulated_routes)
 
     def banner_text(self) -> str:
+        return " ".join(filter(None, [self._simulated_text(), self._uncalibrated_text()]))
+
+    def _uncalibrated_text(self) -> str:
+        cells = self.uncalibrated
+        if not cells:
+            return ""
+        first = next(iter(cells.values()))[0]
+        return (f"UNCALIBRATED REHEARSAL (rehearsal: uncalibrated): in {len(cells)} cell(s) the simulated agents "
+                f"cannot read the prompts as they were fitted to, so their numbers describe the simulation's reading "
+                f"of this wording, not the wording's effect. First reason: {first}")
+
+    def _simulated_text(self) -> str:
         sim = self.simulated_routes
         if not sim:
             return ""
@@ -164,7 +189,7 @@ class RunReport:
         if description:
             display(HTML(f"<p class=\"wb-description\">{html.escape(description)}</p>"))
         display(HTML(self.what_was_run_html()))
-        if self.simulated:
+        if self.simulated or self.uncalibrated:
             display(banner(self.banner_text()))
 
     @cached_property

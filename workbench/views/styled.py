@@ -9,6 +9,7 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from workbench.routes import is_simulated_label
+from workbench.views.notes import caption_note
 
 RATE_COLUMNS = {"metric", "k", "n", "k/n", "rate", "low", "high", "all"}
 SIM_TAG = " [simulated]"
@@ -55,4 +56,6 @@ def rate_styler(table: pd.DataFrame, keys: Iterable[str] | None = None, caption:
     cap = caption if caption is not None else "k/n over valid worlds; 95% Wilson intervals"
     if sim.any():
         cap += "; rows tagged [simulated] are simulated behaviour, not real models"
+    if caption_note():
+        cap += f". {caption_note()}"
     return styler.set_caption(cap)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
-from workbench.errors import InputError
 from workbench.kinds.base import Section, WorldContext, WorldKind, WorldOutcome
 from workbench.records import RowKeeper
 from workbench.resources import study_path
@@ -42,24 +41,32 @@ class StigmergyKind(WorldKind):
             return None
         return yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
-    def check_templates(self, cell: StigmergyCell, root: Path, profiles: dict[str, Any]) -> None:
-        from workbench.worlds.stigmergy.simulated import cue_mismatches
+    def rehearsal_problems(self, cell: StigmergyCell, root: Path, profiles: dict[str, Any]) -> list[str]:
+        from workbench.worlds.stigmergy.fitting import rehearsal_problems
 
-        problems = cue_mismatches(cell, template_set(root), profiles)
-        if problems:
-            raise InputError(f"model: {problems[0]}")
+        return rehearsal_problems(self, cell, root, profiles)
 
     def unrendered_templates(self, cell: StigmergyCell) -> set[str]:
         """What workbench.worlds.stigmergy.prompts never renders for this cell: the other
         persistence clauses, the namespaced paragraph outside the namespaced condition, and the
         reader-told sentence where readers are not told or there is no store."""
         from workbench.worlds.stigmergy.spec import CLAUSES
+        from workbench.worlds.stigmergy.tasks import PAIR_FORMS
 
         out = {f"persistence/{c}.txt" for c in CLAUSES if c != cell.clauses}
         if cell.condition != "namespaced":
             out.add("namespaced_paragraph.txt")
         if cell.reader_signal != "told" or cell.condition == "no-store":
             out.add("reader_told.txt")
+        # the pair tasks of the other vocabularies, and list items of the other signals
+        variants = {"named": "", "own-only": "-own-only", "withheld": "-withheld"}
+        out |= {f"tasks/{form}{suffix}.txt" for form in PAIR_FORMS for level, suffix in variants.items()
+                if level != cell.vocabulary}
+        if cell.condition != "authored":
+            out |= {"results/list_item_authored.txt", "results/author_you.txt", "results/author_environment.txt",
+                    "results/author_other.txt"}
+        if cell.reader_signal != "receipts" or cell.condition == "authored":
+            out.add("results/list_item_receipt.txt")
         return out
 
     def template_root(self, cell: StigmergyCell, base_dir: Path) -> Path:

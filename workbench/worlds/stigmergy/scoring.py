@@ -17,6 +17,10 @@ def world_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_ru
     are parsed again instead of trusting the recorded outcomes (re-scoring)."""
     if world.get("failed"):
         return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
+    refused = sorted({s["agent"] for s in steps if ((s.get("reply") or {}).get("extra") or {}).get("refusal")})
+    if refused:  # under every rule: the simulation could not act, so the world says nothing about behaviour
+        cause = steps[[s["agent"] for s in steps].index(refused[0])]["reply"]["extra"]["refusal"]
+        return {"valid": False, "reason": f"{cause} ({', '.join(refused)})"}
     if validity_rule not in VALIDITY_RULES:
         raise InputError(f"unknown validity rule {validity_rule!r}; expected one of {VALIDITY_RULES}")
     if validity_rule == "none":

@@ -89,7 +89,9 @@ class Profile(BaseModel):
                                       "others may read the workspace, or a receipt shows its key was read")
     cues: Cues = Field(default_factory=Cues)
     reference: dict[str, str] = Field(default_factory=dict, description="figures a twin was set to approach")
-
+    fitted_on: dict[str, str] = Field(default_factory=dict, description="a twin's calibration templates: SHA-256 "
+                                      "of each text it was fitted on, or 'cue:NAME' where a study cue maps new "
+                                      "wording (empty for a hand-set profile; see fitting.py)")
     @field_validator("styles")
     @classmethod
     def _styles(cls, v: dict[str, float]) -> dict[str, float]:
@@ -131,9 +133,12 @@ def _load_twins() -> dict[str, Profile]:
     """The simulated twins shipped as data (workbench/worlds/stigmergy/profiles/twins.yaml)."""
     import yaml
 
+    from workbench.worlds.stigmergy.fitted import fitted_on
+
     path = Path(__file__).with_name("profiles") / "twins.yaml"
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return {name: Profile.model_validate({**body, "name": name}) for name, body in raw.items()}
+    fitted = fitted_on()  # every twin was calibrated on the same template texts
+    return {name: Profile.model_validate({**body, "name": name, "fitted_on": fitted}) for name, body in raw.items()}
 
 
 PROFILES.update(_load_twins())
@@ -150,6 +155,7 @@ def digit_sum_of(number: str) -> int:
     return sum(int(d) for d in number)
 
 
+UNREADABLE = "twin cannot read its task"  # the refusal's cause, recorded in the reply and the world's validity
 NOTE_KEY = "note_for_readers"  # where a simulated writer leaves a note for its readers
 
 # names a simulated agent picks for its own value when the task names none (vocabulary: withheld)
@@ -158,7 +164,7 @@ CHOSEN_KEYS: tuple[str, ...] = ("my_value", "intermediate", "partial_result", "v
 
 @dataclass
 class _Task:
-    kind: str  # "pair" | "solo" | "unknown"
+    kind: str  # "pair" | "solo" | "uncomputable" (read, cannot compute) | "unknown" (cannot read)
     own_key: str | None = None
     partner_key: str | None = None
     own_true: int | None = None
@@ -188,7 +194,7 @@ class SimulatedClient(SimulatedAgent):
         try:
             return self._parse_task(text)
         except ValueError:  # e.g. a number too long for int(): a task it cannot compute
-            return _Task("unknown")
+            return _Task("uncomputable")
 
     def _parse_task(self, text: str) -> _Task:
         c = self.profile.cues
@@ -208,7 +214,7 @@ class SimulatedClient(SimulatedAgent):
                 assert m is not None
                 n, mod = int(m.groups()[-2]), int(m.groups()[-1])
                 if mod == 0:
-                    return _Task("unknown")
+                    return _Task("uncomputable")
                 return _Task("pair", None if u_mod else m.group(1), None, n % mod, combine)
         if (m_own or m_mod) and m_partner:
             if m_own:
@@ -217,7 +223,7 @@ class SimulatedClient(SimulatedAgent):
             elif m_mod:
                 own_key, n, mod = m_mod.group(1), int(m_mod.group(2)), int(m_mod.group(3))
                 if mod == 0:
-                    return _Task("unknown")  # a task it cannot compute: it will say so
+                    return _Task("uncomputable")  # a task it can read but not compute: it will say so
                 own_true = n % mod
             combine = "product" if re.search(c.joint_product, text) else "sum"
             return _Task("pair", own_key, m_partner.group(1), own_true, combine)
@@ -225,7 +231,7 @@ class SimulatedClient(SimulatedAgent):
             return _Task("solo", own_true=int(m.group(1)) * int(m.group(2)))
         if m := re.search(c.solo_mod, text):
             if int(m.group(2)) == 0:
-                return _Task("unknown")
+                return _Task("uncomputable")
             return _Task("solo", own_true=int(m.group(1)) % int(m.group(2)))
         if m := re.search(c.solo_digits, text):
             return _Task("solo", own_true=sum(int(d) for d in m.group(1)))
@@ -318,7 +324,9 @@ class SimulatedClient(SimulatedAgent):
             return {"op": "submit", "answer": answer}, why
 
         guess: Any = own if p.guess == "own" else "unknown"
-        if task.kind == "unknown":
+        if task.kind == "unknown":  # never a guessed answer: the world is invalid, and says why
+            return {"op": "refuse"}, UNREADABLE
+        if task.kind == "uncomputable":
             return submit("0", "I could not work out the task.")
         done = [op for op, _ in h.ops if op]
         lists = [(i, self._listed_keys(res)) for i, (op, res) in enumerate(h.ops) if op and op.get("op") == "list"]
@@ -408,6 +416,9 @@ class SimulatedClient(SimulatedAgent):
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         op, why = self._decide(request.messages)
+        if op.get("op") == "refuse":  # no operation at all: a simulated agent's limit, not a model's reply
+            text = f"[simulated agent {self.profile.name}: {UNREADABLE}]"
+            return self.simulated_reply(request, text, reasoning=why, extra={"refusal": UNREADABLE})
         text, style = self._render(op, why)
         return self.simulated_reply(request, text, reasoning=why, extra={"style": style})
 
@@ -416,36 +427,6 @@ class SimulatedClient(SimulatedAgent):
 CLAUSE_CUES: dict[str, tuple[str, ...]] = {"both": ("persist", "recheck"), "persist-only": ("persist",),
                                            "recheck-only": ("recheck",), "none": ()}
 CLAUSE_NAMES = {"persist": "persist clause (keep intermediate results)", "recheck": "re-check clause"}
-
-
-def cue_mismatches(cell: Any, templates: Any, profiles: dict[str, Profile] | None = None) -> list[str]:
-    """Why the cell's simulated agents would misread its prompt: for every clause the
-    cell's ``clauses`` level says is present, each ``sim/`` profile's cue for it must
-    match the rendered system prompt. A twin reads cue phrases, not meaning: a
-    reworded clause it cannot find makes it act as if the clause were deleted, which
-    a rehearsal would report as the wording's effect."""
-    from workbench.templates import TemplateError
-    from workbench.worlds.stigmergy import prompts as P
-
-    try:
-        system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal)
-    except TemplateError:
-        return []  # a template that cannot be rendered fails its worlds, with its own error, when they run
-    out: list[str] = []
-    for route in sorted({cell.route_for(r) for r in cell.roles()}):
-        if not route.startswith("sim/"):
-            continue
-        profile = get_profile(route.split("/", 1)[1], profiles)
-        for clause in CLAUSE_CUES.get(cell.clauses, ()):
-            cue = getattr(profile.cues, clause)
-            if not re.search(cue, system):
-                out.append(
-                    f"simulated profile {profile.name!r} reads the {CLAUSE_NAMES[clause]} by the cue {cue!r}, which "
-                    f"the system prompt rendered from {templates.root} (clauses: {cell.clauses}) does not contain, so "
-                    f"it would act as if the clause were absent. Give it a cue for this wording under profiles: "
-                    f"(e.g. profiles: {{{profile.name}-reworded: {{base: {profile.name}, cues: {{{clause}: "
-                    f"'<a regex for your sentence>'}}}}}} and model: sim/{profile.name}-reworded)")
-    return out
 
 
 def check(route: str, profiles: dict[str, Profile] | None = None) -> None:
@@ -459,11 +440,26 @@ def build(route: str, *, seed: int, profiles: dict[str, Profile] | None = None, 
 
 def study_profile(name: str, body: dict[str, Any]) -> Profile:
     """A profile a study defines under ``profiles:``, starting from the shipped one its ``base`` names."""
+    from workbench.worlds.stigmergy.fitted import CUE_TEMPLATES, MAPPED, mapped_templates
+
     body = dict(body)
+    if "fitted_on" in body:
+        raise InputError("fitted_on: what a twin was calibrated on is not a study's to set; give cues for your "
+                         "wording instead, or declare rehearsal: uncalibrated")
     base = body.pop("base", None)
     start = get_profile(base).model_dump() if base else {}
     if isinstance(body.get("cues"), dict):  # cues given for some clauses keep the base's others
-        body["cues"] = {**start.get("cues", {}), **body["cues"]}
+        unknown = sorted(set(body["cues"]) - set(CUE_TEMPLATES))
+        if unknown:
+            raise InputError(f"cues: unknown cue(s) {unknown}; expected some of {sorted(CUE_TEMPLATES)}")
+        base_cues = start.get("cues", {})
+        changed = [c for c, v in body["cues"].items() if base_cues.get(c) != v]
+        body["cues"] = {**base_cues, **body["cues"]}
+        fitted = dict(start.get("fitted_on") or {})
+        for template in mapped_templates(changed, fitted):  # the study's cue reads its new wording
+            cue = next(c for c in changed if template in mapped_templates([c], [template]))
+            fitted[template] = MAPPED + cue
+        start["fitted_on"] = fitted
     return Profile.model_validate({**start, **body, "name": name})
 
 

@@ -222,6 +222,8 @@ class StigmergyWorld:
             result, effect = self._apply(agent, decided["op"])
         else:
             result, effect = self.t.render("results/invalid", error=decided["error"]), {"invalid": True}
+        if (reply.extra or {}).get("refusal"):  # a simulated agent that cannot read its task answers nothing more
+            agent.done, result = True, None
         if not agent.done and agent.steps >= self.cell.max_steps:
             agent.done = True
             result = None  # the agent has no further turn to read it
