@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tests.conftest import run_world, scripted
-from workbench.stats import mcnemar_paired, newcombe, power_at, wilson, worlds_for_half_width, worlds_to_detect
+from workbench.stats import mcnemar_paired, mcnemar_power, mcnemar_worlds, newcombe, wilson, wilson_half_width, worlds_for_half_width
 from workbench.worlds.stigmergy.metrics import agent_rows, mentions_other, world_row
 
 W = '{"op":"write","key":"$own_key","value":$own_value}'
@@ -129,10 +129,11 @@ def test_mcnemar_exact_on_paired_worlds():
 
 
 def test_sample_size_and_power():
-    n = worlds_for_half_width(0.5, 0.1)
-    assert n == 97  # 1.96² · 0.25 / 0.01 = 96.04 → 97
-    assert worlds_to_detect(0.9, 0.5) == 19
-    assert power_at(0.9, 0.5, 19) >= 0.8 > power_at(0.9, 0.5, 10)
+    n = worlds_for_half_width(0.5, 0.1)  # the Wilson interval the reports show, not Wald's 97
+    assert wilson_half_width(0.5, n) <= 0.1 < wilson_half_width(0.5, n - 1)
+    # exact McNemar on paired worlds, independent within a pair: p10 = 0.9·0.5, p01 = 0.1·0.5
+    need = mcnemar_worlds(0.45, 0.05)
+    assert mcnemar_power(0.45, 0.05, need) >= 0.8 > mcnemar_power(0.45, 0.05, 10)
 
 
 def test_many_wilson_intervals_at_once_are_each_ones_own():

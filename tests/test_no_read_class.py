@@ -65,3 +65,17 @@ def test_the_cell_table_partitions_pair_agents_without_a_read(tmp_path):
         assert ns == {row["pair agents without a cross-agent read"]} and sum(ks) == ns.pop()
     nonwriter = table[table["cell_id"] == study.cells[1].cell_id].iloc[0]
     assert nonwriter["partner never wrote:k/n"].startswith(f"{nonwriter['pair agents without a cross-agent read']}/")
+
+
+def test_seeing_only_a_solo_agents_key_is_not_seeing_it(write_study):
+    """Issue 38: "saw it, did not read" needs the partner's entry in a list; a list that
+    showed only a solo agent's key (the partner wrote after it looked) is classed by timing."""
+    solo_w = '{"op":"write","key":"scratch","value":1}'
+    agents = {"pair_a": {"script": [L, WRONG], "latency_s": 0.5}, "pair_b": {"script": [W, WRONG], "latency_s": 1.0},
+              "solo_1": {"script": [solo_w, A], "latency_s": 0.2}, "solo_2": {"script": [A], "latency_s": 0.3}}
+    out = run_world(write_study(scripted(agents)))
+    rows = {r["role"]: r for r in agent_rows(out.world, out.steps)}
+    a = rows["pair_a"]
+    assert a["no_read_class"] == "looked only before the write"  # it was shown solo_1's key, never pair_b's
+    lists = [s for s in out.steps if s["role"] == "pair_a" and (s.get("op") or {}).get("op") == "list"]
+    assert lists and lists[0]["effect"]["exposure"]  # exposure to some other agent's key did happen

@@ -28,6 +28,9 @@ def test_each_factor_brings_its_section(tmp_path):
     assert vocab["vocabulary"] and not vocab["readers"]
     readers = _sections(tmp_path, "readers", [{"model": "sim/diligent", "reader_signal": v} for v in ("none", "told")])
     assert readers["readers"] and not readers["vocabulary"]
-    routes = _sections(tmp_path, "routes", [{"model": "sim/diligent"}, {"model": "sim/multi-object"}],
-                       contrasts=[{"name": "route", "factor": "model", "levels": ["sim/diligent", "sim/multi-object"]}])
+    routes = _sections(tmp_path, "routes", [{"model": "sim/diligent"}, {"model": "sim/diligent",
+                                                                       "request_path": "router"}])
     assert routes["routes"]
+    models = _sections(tmp_path, "models", [{"model": "sim/diligent"}, {"model": "sim/multi-object"}],
+                       contrasts=[{"name": "route", "factor": "model", "levels": ["sim/diligent", "sim/multi-object"]}])
+    assert not models["routes"]  # two models are not two request paths

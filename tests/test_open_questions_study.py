@@ -22,7 +22,8 @@ def test_every_open_question_is_a_factor_of_the_study() -> None:
     assert {s.pairs for s in specs} == {1, 2} and {s.solos for s in specs} == {2, 4}
     assert {s.max_steps for s in specs} == {20, 40}
     assert {c["factor"] for c in study.contrasts} >= {"vocabulary", "reader_signal", "pairs", "solos", "max_steps",
-                                                       "model"}
+                                                       "request_path"}
+    assert {s.request_path for s in specs} == {"direct", "router"} and study.rehearsal == "uncalibrated"
     local = [c for c in study.cells if c.spec.model.startswith("local/")]
     assert len(local) == 1 and study.worlds_for(local[0]) < study.worlds_per_cell
 

@@ -1,9 +1,7 @@
 """`workbench plan` (issue 21, part 1): calls, tokens and cost per cell from a
 rehearsal or an earlier run set, priced from the catalogue, and the power of each
-matched contrast from statsmodels."""
+matched contrast for the analysis's exact McNemar test (more in test_plan_power.py)."""
 from __future__ import annotations
-
-import math
 
 import pytest
 import yaml
@@ -28,21 +26,22 @@ TWO_CELLS = [{"model": "sim/twin-gpt-5-nano", "condition": "store"},
              {"model": "sim/twin-gpt-5-nano", "condition": "no-store"}]
 
 
-def test_assumed_rates_give_statsmodels_power_and_sample_size(tmp_path):
-    from statsmodels.stats.power import NormalIndPower
-    from statsmodels.stats.proportion import proportion_effectsize
+def test_assumed_rates_give_the_exact_paired_mcnemar_power_under_independence(tmp_path):
+    from workbench.stats import mcnemar_power, mcnemar_worlds, worlds_for_half_width
 
     study = load_study(_study(tmp_path, TWO_CELLS))
     store, nostore = study.cells
     plan = make_plan(study, rehearse=2, assume=[f"{store.cell_id}=0.6", f"{nostore.label}=0.3"])
     (c,) = plan.contrasts
     assert (c.rate_a, c.rate_b) == (0.6, 0.3)
-    h = abs(proportion_effectsize(0.6, 0.3))
-    assert c.worlds_for_power == math.ceil(NormalIndPower().solve_power(effect_size=h, alpha=0.05, power=0.8))
-    assert c.power == pytest.approx(NormalIndPower().power(effect_size=h, nobs1=40, alpha=0.05))
-    # and the interval half-width: statsmodels' sample size for the wider arm (p = 0.6 -> 0.4 * 0.6)
-    from statsmodels.stats.proportion import samplesize_confint_proportion
-    assert c.worlds_for_half_width == math.ceil(samplesize_confint_proportion(0.6, 0.1, alpha=0.05))
+    # assumed rates are marginals: a pair's outcomes independent, p10 = 0.6 * 0.7, p01 = 0.3 * 0.4
+    assert (c.p10, c.p01) == (pytest.approx(0.42), pytest.approx(0.12)) and "assumed independent" in c.note
+    assert c.valid_share == 1.0  # the twins' rehearsal lost no world
+    assert c.power == pytest.approx(mcnemar_power(0.42, 0.12, 40))
+    assert c.worlds_for_power == c.pairs_for_power == mcnemar_worlds(0.42, 0.12, power=0.8)
+    assert c.worlds_for_power == 50  # the old normal approximation (Cohen's h, independent samples) said 42
+    # and the interval half-width: Wilson's, for the wider arm (p = 0.6 is nearer 0.5)
+    assert c.worlds_for_half_width == worlds_for_half_width(0.6, 0.1) == 89
 
 
 def test_cost_from_an_earlier_run_set_is_the_hand_computed_one(tmp_path, monkeypatch):

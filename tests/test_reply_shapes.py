@@ -34,12 +34,23 @@ def test_route_contrast_counts_reply_shapes_from_recorded_replies(tmp_path):
         assert table.at[cid, "fenced:k/n"] == f"{counts[cid]['fenced']}/{counts[cid]['n']}"
         assert table.at[cid, "several objects:k/n"] == f"{counts[cid]['several objects']}/{counts[cid]['n']}"
 
-    contrasts = reply_shape_contrasts(agent_frame(records), design)
+    af = agent_frame(records)
+    contrasts = reply_shape_contrasts(af, design, factor="model")
     row = contrasts[contrasts["shape"] == "fenced"].iloc[0]
     a, b = (fencer, multi) if row["A cell"] == fencer else (multi, fencer)
-    diff, low, high = newcombe(counts[b]["fenced"], counts[b]["n"], counts[a]["fenced"], counts[a]["n"])
-    assert (row["B - A"], row["low"], row["high"]) == pytest.approx((diff, low, high))
-    assert set(contrasts["shape"]) == {"fenced", "prose-wrapped", "several objects"}
+    assert row["A k/n"] == f"{counts[a]['fenced']}/{counts[a]['n']}"
+    # by hand: the share over replies, its variance clustered by agent (sandwich, m/(m-1)), normal 95 %
+    def share(cid):
+        g = af[af["cell_id"] == cid]
+        k, n = g["fenced_replies"].astype(float).to_numpy(), g["steps"].astype(float).to_numpy()
+        p = k.sum() / n.sum()
+        m = len(n)
+        return p, m / (m - 1) * ((k - p * n) ** 2).sum() / n.sum() ** 2
+    (pa, va), (pb, vb) = share(a), share(b)
+    half = 1.959963984540054 * (va + vb) ** 0.5
+    assert (row["B - A"], row["low"], row["high"]) == pytest.approx((pb - pa, max(-1, pb - pa - half),
+                                                                    min(1, pb - pa + half)))
+    assert row["A agents"] == 24 and set(contrasts["shape"]) == {"fenced", "prose-wrapped", "several objects"}
 
 
 def test_a_declared_route_contrast_sets_which_route_is_a(tmp_path):
@@ -51,5 +62,21 @@ def test_a_declared_route_contrast_sets_which_route_is_a(tmp_path):
     design = design_of_records(records)
     af = agent_frame(records)
     for levels in (("sim/fencer", "sim/multi-object"), ("sim/multi-object", "sim/fencer")):
-        t = reply_shape_contrasts(af, design, declared=[ContrastSpec("route", "model", levels)])
+        t = reply_shape_contrasts(af, design, factor="model", declared=[ContrastSpec("route", "model", levels)])
         assert set(t["A"]) == {levels[0]} and set(t["B"]) == {levels[1]}
+
+
+def test_agents_that_always_or_never_fence_widen_the_interval_beyond_newcombes():
+    """Ten agents of 20 replies each: where each agent fences all or none of its replies,
+    400 replies hold the information of 20 agents; Newcombe over replies would not know."""
+    from workbench.metrics.clustered import clustered_difference
+
+    n = [20.0] * 10
+    a = [20.0] * 3 + [0.0] * 7  # 60/200
+    b = [20.0] * 6 + [0.0] * 4  # 120/200
+    diff, low, high = clustered_difference(a, n, b, n)
+    _, nlow, nhigh = newcombe(120, 200, 60, 200)
+    assert diff == pytest.approx(0.3) and high - low > 2 * (nhigh - nlow)
+    spread = [12.0, 13.0, 11.0, 12.0, 12.0, 13.0, 11.0, 12.0, 12.0, 12.0]  # every agent near 60 %
+    _, low2, high2 = clustered_difference(a, n, spread, n)
+    assert high2 - low2 < high - low

@@ -40,7 +40,7 @@ def test_rendered_prompts_name_the_keys_each_level_says(tmp_path):
                     assert named == {task["own_key"]}, prompt
                 else:
                     assert named == set(), prompt  # withheld: no key anywhere in any prompt
-                    assert "a name of your choice" in prompt
+                    assert "a name of your choice" not in prompt  # no storage wording the other levels lack
 
 
 def test_simulated_agents_act_through_the_wording_and_the_metric_counts_named_reads(tmp_path):

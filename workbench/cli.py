@@ -335,6 +335,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_prompts(args: argparse.Namespace) -> int:
+    from workbench.prompt_diff import describe, prompt_diffs
+
+    diffs = prompt_diffs(load_study(args.params), args.factor, args.world)
+    if not diffs:
+        print("no two cells differ in " + (args.factor or "a declared contrast's factor") + " alone")
+        return 0
+    print(describe(diffs))
+    return 0
+
+
 def _warn_uncalibrated(study: Any) -> None:
     """Say, before anything runs, which cells rehearse on agents that cannot read their prompts as fitted."""
     if not study.uncalibrated:
@@ -665,13 +676,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from workbench.records import sha256_file
 
     study = load_study(args.params)
-    if not 0 < args.half_width < 1 or not 0 < args.power < 1:
-        print("error: --half-width and --power: expected numbers between 0 and 1", file=sys.stderr)
-        return 2
-    if args.rehearse < 1:
-        print("error: --rehearse: expected at least 1 world per cell", file=sys.stderr)
-        return 2
-    try:
+    try:  # make_plan checks the options (InputError naming each) before it rehearses
         plan = make_plan(study, rehearse=args.rehearse, from_run=args.from_run, assume=args.assume,
                          half_width=args.half_width, power=args.power,
                          output_tokens_per_call=args.output_tokens_per_call)
@@ -681,22 +686,33 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     cells, contrasts = plan.frames()
     short = short_labels([c.label for c in study.cells])
     shared = sorted(set(study.cells[0].label.split(" · ")) - set(next(iter(short.values())).split(" · ")))
-    shown = cells.drop(columns=["cell_id", "figures_from"]).assign(cell=cells["cell"].map(short))
+    shown = cells.drop(columns=["cell_id", "figures_from", "warning"]).assign(cell=cells["cell"].map(short))
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60):
         print(f"Plan of {study.name}: {len(study.cells)} cells x {study.worlds_per_cell} worlds; "
               f"rates of {plan.metric}" + (f"; every cell: {' · '.join(shared)}" if shared else ""))
         print(f"figures from: {'; '.join(sorted(set(cells['figures_from'])))}")
         print(shown.to_string(index=False))
-        print(f"\nContrasts (two-sided, 95 %; worlds per cell for {args.power:.0%} power and for an interval of "
-              f"+/-{args.half_width} in each arm):")
+        for cell in plan.cells:
+            if cell.warning:
+                print(f"warning: {short[cell.label]}: {cell.warning}")
+        print(f"\nContrasts: power of the analysis's test, exact McNemar over worlds paired by index and valid in "
+              f"both, two-sided, p <= 0.05, no multiple-comparison correction; valid pairs and worlds per cell to "
+              f"run for {args.power:.0%} power (attrition included: about valid pairs / valid share); worlds per "
+              f"cell for a Wilson interval of +/-{args.half_width} in each arm. Notes below the table.")
         if len(contrasts):
-            print(contrasts.assign(A=contrasts["A"].map(short), B=contrasts["B"].map(short))
-                  .drop(columns=["worlds per cell"]).to_string(index=False))
+            table = contrasts.assign(A=contrasts["A"].map(short), B=contrasts["B"].map(short))
+            table.index = range(1, len(table) + 1)
+            print(table.drop(columns=["worlds per cell", "note"]).to_string())
+            for i, note in zip(table.index, table["note"]):
+                print(f"  [{i}] {note}")
         else:
             print("  none: no two cells differ in one factor alone")
     total = plan.total_cost
     budget = f"; budget_usd {study.budget_usd:.2f}" if study.budget_usd else ""
-    print(f"\nexpected cost: {'unknown (see cost_note)' if total is None else f'${total:.2f}'}{budget}")
+    extra = plan.reasoning_usd_per_ktok
+    reasoning = ("" if not plan.warnings else "; reasoning tokens not counted (see warnings): "
+                 + (f"+${extra:.2f} per 1000 reasoning tokens a call" if extra is not None else "effect unknown"))
+    print(f"\nexpected cost: {'unknown (see cost_note)' if total is None else f'${total:.2f}'}{budget}{reasoning}")
     written = write_plan(plan, Path(args.out) if args.out else plan_dir(study.name), sha256_file(study.path))
     print(f"wrote {written['cells']}, {written['contrasts']} and {written['totals']}")
     return 0
@@ -776,6 +792,7 @@ def _cmd_view(args: argparse.Namespace) -> int:
 EXAMPLES = {
     "run": "workbench run params/smoke.yaml --out outputs/smoke --max-worlds 4",
     "validate": "workbench validate params/smoke.yaml",
+    "prompts": "workbench prompts params/open-questions.yaml --factor vocabulary",
     "replay": "workbench replay outputs/smoke --world WORLD_ID --verify",
     "metrics": "workbench metrics outputs/smoke --parser strict",
     "compare": "workbench compare outputs/lenient outputs/strict --ignore parser",
@@ -863,6 +880,12 @@ def build_parser(kinds: list[Any] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--probe-dir", default="outputs/probes", help="where --probe records its calls (calls.jsonl)")
     _unsafe_flag(p)
     p.set_defaults(func=_cmd_validate)
+    p = _subparser(sub, "prompts", help="diff the rendered prompts of cells that differ in one factor alone "
+                                        "(a design should change only the factor's own text)")
+    p.add_argument("params")
+    p.add_argument("--factor", help="the factor whose levels to diff (default: every declared contrast)")
+    p.add_argument("--world", type=int, default=0, help="which world's tasks to render (default 0)")
+    p.set_defaults(func=_cmd_prompts)
     p = _subparser(sub, "replay", help="print a recorded world step by step (no model is called)")
     p.add_argument("dir", help="run directory")
     p.add_argument("--world", help="world id (omit to list the worlds)")

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from workbench.errors import InputError, UnknownNameError
 from workbench.inputs import InputFileError, confined, first_error, read_yaml_mapping
 from workbench.kinds import get_kind, kind_names, load_kinds
-from workbench.models.factory import check_route
+from workbench.models.factory import check_request_path, check_route
 from workbench.resources import study_path
 
 
@@ -67,6 +67,8 @@ class ContrastModel(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_. -]+$")
     factor: str
     levels: list[Any] | None = Field(None, min_length=2)
+    metric: str | None = Field(None, pattern=r"^[a-z0-9_]+$",
+                               description="a boolean world metric to compare (default: the kind's headline metric)")
 
 
 class MonitorSpec(BaseModel):
@@ -243,6 +245,14 @@ def load_study(path: str | Path) -> Study:
                 _check_route(route, profiles)
             except (KeyError, ValueError) as exc:
                 raise ParamsError(path, f"{origin}.model", str(exc.args[0])) from None
+            request_path = getattr(spec, "request_path", None)
+            if request_path is not None:
+                try:
+                    check_request_path(route, request_path)
+                except (KeyError, ValueError) as exc:
+                    where = origin if "request_path" in body else "defaults"
+                    raise ParamsError(path, f"{where}.request_path",
+                                      str(exc.args[0]).removeprefix("request_path: ")) from None
         try:  # what only the study knows: e.g. enough sequences for its worlds
             kind.check_cell(spec, worlds or model.worlds_per_cell)
         except ValueError as exc:
@@ -319,6 +329,10 @@ def _check_contrasts(path: Path, declared: list[ContrastModel], cells: list[Cell
         for j, lv in enumerate(c.levels or []):
             if level_text(lv) not in have:
                 raise ParamsError(path, f"{where}.levels[{j}]", f"expected a level some cell has: {have} (got {lv!r})")
+        known = kind.contrast_metrics()
+        if c.metric is not None and known is not None and c.metric not in known:
+            raise ParamsError(path, f"{where}.metric", f"expected a yes/no metric per unit, one of {sorted(known)} "
+                                                       f"(got {c.metric!r})")
         spec = ContrastSpec(c.name, c.factor, tuple(level_text(v) for v in c.levels) if c.levels else None)
         if not matched_pairs(design, spec):
             raise ParamsError(path, where, f"expected two cells that differ in {c.factor} alone; none do, so "

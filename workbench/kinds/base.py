@@ -123,6 +123,22 @@ class WorldKind:
     def check_cell(self, cell: Any, worlds_per_cell: int) -> None:
         """Raise ValueError("FIELD: expected ...") for a cell the study cannot run (checked at load)."""
 
+    def opening_messages(self, cell: Any, base_dir: Path, seed: int) -> dict[str, list[dict[str, str]]] | None:
+        """Each role's first messages in the world of ``seed``, rendered as a world would send them
+        (``workbench prompts`` diffs them between cells); None where the kind cannot say without
+        running the world."""
+        return None
+
+    def impossible(self, cell: Any, metric: str) -> bool:
+        """Whether the cell's design rules the metric out (a world with no store has no
+        cross-agent read): a plan then takes its rate of 0 as exact, not as a small sample's 0."""
+        return False
+
+    def contrast_metrics(self) -> set[str] | None:
+        """The boolean unit metrics a declared contrast may name (``metric:``), checked at load;
+        None: not known before the records exist (checked when the contrast table is made)."""
+        return None
+
     def rehearsal_problems(self, cell: Any, root: Path, profiles: dict[str, Any]) -> list[str]:
         """Why the cell's simulated agents could not act on its rendered prompts as they were
         fitted to (checked at load, once the template folder exists): a profile that reads its

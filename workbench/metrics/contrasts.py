@@ -60,12 +60,14 @@ class ContrastSpec:
     factor: str
     levels: tuple[str, ...] | None = None
     declared: bool = True
+    metric: str | None = None  # the outcome compared, where not the kind's headline metric
 
     @classmethod
     def from_mapping(cls, body: Mapping[str, Any]) -> ContrastSpec:
         levels = body.get("levels")
         return cls(name=str(body.get("name") or body["factor"]), factor=str(body["factor"]),
-                   levels=tuple(level_text(v) for v in levels) if levels else None)
+                   levels=tuple(level_text(v) for v in levels) if levels else None,
+                   metric=str(body["metric"]) if body.get("metric") else None)
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ def _compare_cells(ua: pd.DataFrame, ub: pd.DataFrame, metric: str, units: Units
             **paired_test(ua, ub, metric, units.pair_on, units.seed)}
 
 
-CONTRAST_COLUMNS = ["contrast", "factor", "A", "B", "comparison", "A cell", "B cell", "held fixed", "A k/n",
+CONTRAST_COLUMNS = ["contrast", "metric", "factor", "A", "B", "comparison", "A cell", "B cell", "held fixed", "A k/n",
                     "B k/n", "A rate", "B rate", "A low", "A high", "B low", "B high", DIFF, "low", "high",
                     "estimable", "pairs", "only A", "only B", P, "lost pairs", "unpaired", "lost pair keys"]
 
@@ -194,21 +196,27 @@ def contrast_table(units: Units, design: Design, specs: Iterable[ContrastSpec] |
     frame = units.frame
     rows = []
     for spec in specs:
+        own = spec.metric or metric
+        if own not in frame.columns and len(frame):
+            raise UnknownNameError(f"contrast {spec.name!r}: metric {own!r} is not recorded; expected one of "
+                                   f"{sorted(units.metrics or [])}")
         for a, b in matched_pairs(design, spec, units.references):
             la, lb = design.level(a, spec.factor), design.level(b, spec.factor)
             held = design.describe_varying(a, exclude=[spec.factor])
             others_vary = any(f not in design.group(spec.factor) for f in design.varying)
-            rows.append({"contrast": spec.name, "factor": spec.factor, "A": la, "B": lb,
+            rows.append({"contrast": spec.name, "metric": own, "factor": spec.factor, "A": la, "B": lb,
                          "comparison": f"{spec.factor}: {lb} vs {la}" + (f" · {held}" if others_vary else ""),
                          "A cell": a, "B cell": b, "held fixed": held,
-                         **_compare_cells(frame[frame["cell_id"] == a], frame[frame["cell_id"] == b], metric, units,
+                         **_compare_cells(frame[frame["cell_id"] == a], frame[frame["cell_id"] == b], own, units,
                                           rule or Estimability())})
     out = pd.DataFrame(rows, columns=CONTRAST_COLUMNS)
     if holm and len(out):
         out[P_HOLM] = holm_adjust(out[P].tolist())
     declared = any(s.declared for s in specs)
     origin = "declared by the study" if declared else "derived: each varying factor, between cells identical in every other factor"
-    out.attrs = {"title": f"Matched contrasts in {metric} ({origin}); "
+    others = sorted({s.metric for s in specs if s.metric and s.metric != metric})
+    named = f"{metric}" + (f" (and {', '.join(others)} where a row's metric says so)" if others else "")
+    out.attrs = {"title": f"Matched contrasts in {named} ({origin}); "
                           f"k/n over valid {units.unit}; Newcombe 95% intervals; exact McNemar over {units.unit} paired by "
                           f"{', '.join(units.pair_on)}; " + ("Holm-adjusted p beside the raw p" if holm else NO_CORRECTION)
                           + f"; {(rule or Estimability()).text(units.unit)}",

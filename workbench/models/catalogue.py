@@ -68,6 +68,23 @@ class Limits(BaseModel):
                             "goes out as one plain HTTP POST (same records, less CPU a call); litellm: always litellm")
 
 
+class RequestPath(BaseModel):
+    """Another way to the same model (a router, a second provider, a proxy): what differs
+    from the entry's own way. A study's ``request_path`` factor picks one, so that two
+    cells differ in transport alone (same model, settings and seeds)."""
+
+    model_config = ConfigDict(extra="forbid")
+    route: str | None = Field(None, description="litellm route on this path (e.g. openrouter/openai/gpt-5.4-mini)")
+    api_base: str | None = None
+    api_base_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$")
+    api_key_env: str | None = Field(None, pattern=r"^[A-Z_][A-Z0-9_]*$")
+    auth: Literal["key", "none"] | None = None
+    transport: Literal["auto", "litellm"] | None = None
+
+
+DIRECT = "direct"  # the entry's own way: no path applied
+
+
 class ModelEntry(Limits):
     name: str = ""
     route: str = Field(description="litellm route: provider/model")
@@ -89,6 +106,26 @@ class ModelEntry(Limits):
     max_tokens: int | None = Field(None, ge=1, description="output cap sent unless the cell's sampling sets one")
     input_usd_per_mtok: float | None = Field(None, ge=0, description="used when litellm's cost map has no price")
     output_usd_per_mtok: float | None = Field(None, ge=0)
+    paths: dict[str, RequestPath] = Field(default_factory=dict, description="other request paths to this model, "
+                                          f"by name ({DIRECT!r} is the entry itself)")
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, v: dict[str, RequestPath]) -> dict[str, RequestPath]:
+        if DIRECT in v:
+            raise InputError(f"paths: {DIRECT!r} is the entry's own way; name other paths otherwise")
+        return v
+
+    def via(self, path: str) -> ModelEntry:
+        """This entry reached over ``path``: the same model and settings, another transport."""
+        if path == DIRECT:
+            return self
+        if path not in self.paths:
+            raise InputError(f"request_path: model {self.name or self.route!r} declares no path {path!r}; "
+                             f"expected {DIRECT!r} or one of its paths: {sorted(self.paths)}")
+        changed = {k: v for k, v in self.paths[path].model_dump().items() if v is not None}
+        return self.model_validate({**self.model_dump(), **changed, "name": f"{self.name or self.route}@{path}",
+                                    "paths": {}})
 
     @field_validator("route")
     @classmethod

@@ -120,9 +120,28 @@ def check_route(route: str, profiles: dict[str, Any] | None = None) -> None:
                      f" or a route {'/..., '.join(sorted(_EXTRA))}/...")
 
 
+def check_request_path(route: str, path: str) -> None:
+    """Raise InputError unless ``route`` can be reached over ``path``: a catalogue model that
+    declares it, or an agent with no transport at all (simulated, scripted, replayed), whose
+    behaviour a path cannot change (the cells then differ in nothing the agents act on)."""
+    from workbench.models.catalogue import DIRECT, default_catalogue
+
+    if path == DIRECT or is_simulated_route(route):
+        return
+    if not _is_catalogue_name(route):
+        raise InputError(f"request_path {path!r}: {route!r} is not a catalogue model; only a catalogue entry can "
+                         "declare paths (under paths:)")
+    default_catalogue().get(route).via(path)
+
+
 def make_client(route: str, *, seed: int, script: list[str] | None = None,
                 recorded: list[dict[str, Any]] | None = None, latency_s: float | None = None,
-                profiles: dict[str, Any] | None = None, **options: Any) -> ModelClient:
+                profiles: dict[str, Any] | None = None, request_path: str | None = None,
+                **options: Any) -> ModelClient:
+    """``request_path``: the catalogue path a real model is reached over (absent: its own way);
+    simulated, scripted and replayed agents have no transport, so it changes nothing for them."""
+    if request_path is not None:
+        check_request_path(route, request_path)
     if route == "scripted":
         return ScriptedClient(script or [], latency_s=1.0 if latency_s is None else latency_s)
     if route == "replay":
@@ -134,6 +153,7 @@ def make_client(route: str, *, seed: int, script: list[str] | None = None,
         from workbench.models.catalogue import default_catalogue
         from workbench.models.litellm_client import build_client
 
-        return build_client(default_catalogue().get(route), seed=seed, **options)
+        entry = default_catalogue().get(route)
+        return build_client(entry.via(request_path) if request_path else entry, seed=seed, **options)
     check_route(route, profiles)
     raise AssertionError("unreachable")

@@ -41,6 +41,28 @@ class StigmergyKind(WorldKind):
             return None
         return yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
+    def opening_messages(self, cell: StigmergyCell, base_dir: Path, seed: int) -> dict[str, list[dict[str, str]]]:
+        from workbench.worlds.stigmergy import prompts as P
+        from workbench.worlds.stigmergy.tasks import draw_tasks
+
+        t = template_set(self.template_root(cell, base_dir))
+        tasks = draw_tasks(seed, cell.task_form, cell.digits, cell.modulus, pairs=cell.pairs, solos=cell.solos)
+        return {role: P.opening(t, cell, task) for role, task in tasks.tasks.items()}
+
+    # metrics that need the store: a no-store world (submit is its only operation) cannot have them
+    NEED_STORE = frozenset({"cross_agent_access", "strict_cross_agent_access", "informative_read", "pair_write",
+                            "exposure", "exposed_then_read_world", "signalled_note"})
+
+    def impossible(self, cell: StigmergyCell, metric: str) -> bool:
+        return cell.condition == "no-store" and metric in self.NEED_STORE
+
+    def contrast_metrics(self) -> set[str] | None:
+        """The per-world yes/no metrics (the definitions say "per world: ..." and are not counts)."""
+        from workbench.worlds.stigmergy.metrics import DEFINITIONS
+
+        return {m for m, text in DEFINITIONS.items() if text.startswith("per world:")
+                and not text.startswith("per world: the number")}
+
     def rehearsal_problems(self, cell: StigmergyCell, root: Path, profiles: dict[str, Any]) -> list[str]:
         from workbench.worlds.stigmergy.fitting import rehearsal_problems
 

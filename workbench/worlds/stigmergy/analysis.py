@@ -85,8 +85,10 @@ CAPTIONS: dict[str, str] = {
              "cross-agent read by either half, and writes; k/n over valid worlds, one pair k per world.",
     "reply_shapes": "Per cell: the share of every recorded reply that was fenced, prose-wrapped or held several "
                     "objects (unit: reply; replies of one agent are not independent).",
-    "reply_shapes_by_route": "Pairs of cells that differ in the route alone, as the study declared: B − A per reply "
-                             "shape with its 95 % Newcombe interval (unit: reply).",
+    "reply_shapes_by_route": "Pairs of cells that differ in the request path alone (same model, settings and "
+                             "seeds): B − A per reply shape over replies, with a 95 % interval clustered by agent "
+                             "(one agent's replies are not independent). Simulated agents have no transport: "
+                             "between their cells the difference is zero by construction.",
 }
 
 
@@ -253,8 +255,8 @@ class Analysis(RunReport):
                 applies=bool({"pairs", "solos", "max_steps"} & set(self.design.varying))),
             "routes": Section(
                 "Reply shapes by request path",
-                "The same design through two routes, as the study declared (a contrast on model): reply shapes per "
-                "route, counted from the recorded replies.",
+                "The same models, settings and seeds through two request paths (cells that differ in request_path "
+                "alone): reply shapes per path, counted from the recorded replies.",
                 self._show_routes, applies=bool(self._route_levels())),
             "examples": Section(
                 "Example worlds",
@@ -270,9 +272,10 @@ class Analysis(RunReport):
         }
 
     def _route_levels(self) -> set[str]:
-        """The routes of the study's declared contrasts on model (its request-path contrasts)."""
-        return {str(lv) for c in self.records.manifest.get("contrasts") or [] if c.get("factor") == "model"
-                for lv in c.get("levels") or []}
+        """The request paths the study's cells use, when more than one (its request-path contrasts)."""
+        if "request_path" not in self.design.varying:
+            return set()
+        return {self.design.level(cid, "request_path") for cid in self.design.cells}
 
     def _show_routes(self) -> None:
         from IPython.display import HTML, display
@@ -280,7 +283,7 @@ class Analysis(RunReport):
         levels = self._route_levels()
         shapes = self.tables["reply_shapes"]
         pairs = self.tables["reply_shapes_by_route"]
-        shapes = shapes[shapes["model"].isin(levels)] if "model" in shapes else shapes
+        shapes = shapes[shapes["request_path"].isin(levels)] if "request_path" in shapes else shapes
         pairs = pairs[pairs["A"].isin(levels) & pairs["B"].isin(levels)]
         for name, frame in (("reply_shapes", shapes), ("reply_shapes_by_route", pairs)):
             frame.attrs = self.tables[name].attrs

@@ -30,6 +30,8 @@ DEFINITIONS: dict[str, str] = {
     "pairs_joint_success": "per world: the number of pairs whose two members both submitted the right joint answer",
     "pair": "per agent: which interdependent pair the agent is half of (1, 2, ...; empty for a self-contained agent)",
     "pair_write": "per world: a member of the interdependent pair wrote to the store",
+    "signalled_note": "per world: an agent the reader signal reaches (signal_roles; every agent when unset) wrote a "
+                      "note (a value that is not a number); in a cell with no signal, the same roles",
     "exposure": "per world: some agent's list showed a key whose current value another agent wrote",
     "exposed": "per agent: one of its lists showed a key whose current value another agent wrote",
     "read_after_exposure": "per agent: an exposed agent made a cross-agent read after its first exposure "
@@ -49,7 +51,7 @@ DEFINITIONS: dict[str, str] = {
     "first_write_step": "per agent: its own step of its first write (blank: it never wrote)",
     "no_read_class": "per pair agent without a cross-agent read, why (first that applies): partner never wrote "
                      "(nothing to read); read something else (it read, but only keys no other agent wrote); saw it "
-                     "and did not read (a list showed another agent's entry); looked after the write but was not "
+                     "and did not read (a list showed an entry its partner wrote); looked after the write but was not "
                      "shown it; looked only while the partner's value was not yet written; never looked",
     "first_look": "per agent: a list at the agent's step 0",
     "second_look": "per pair agent: a list or read after its partner's first write, other than its step-0 look",
@@ -195,7 +197,7 @@ def agent_rows_by_rule(world: dict[str, Any], steps: list[dict[str, Any]],
                                                  and s["agent_step"] != 0 for s in mine_ok)
         no_read = None
         if partner is not None and not cross_n:
-            no_read = no_read_class(pw, mine_ok, exposures)
+            no_read = no_read_class(pw, mine_ok, exposures, pslot)
         sub = a.get("submission")
         saw_other = [s["seq"] for s in exposures] + [s["seq"] for s in cross]
         first_seen = min(saw_other) if saw_other else None
@@ -290,14 +292,16 @@ NO_READ_CLASSES: tuple[str, ...] = ("partner never wrote", "read something else"
 
 
 def no_read_class(partner_write_seq: int | None, mine_ok: list[dict[str, Any]],
-                  exposures: list[dict[str, Any]]) -> str:
+                  exposures: list[dict[str, Any]], partner_slot: str | None = None) -> str:
     """Why a pair agent made no cross-agent read: the paper could not tell "refused to
-    read", "nothing to read" and "nothing there yet when it looked" apart."""
+    read", "nothing to read" and "nothing there yet when it looked" apart. "Saw it" means
+    a list showed an entry its partner wrote: a solo agent's key it saw is not the value
+    it needed, so that agent is classed by when it looked."""
     if partner_write_seq is None:
         return NO_READ_CLASSES[0]
     if any(s["op"]["op"] == "read" for s in mine_ok):
         return NO_READ_CLASSES[1]
-    if exposures:
+    if any(k.get("author") == partner_slot for s in exposures for k in s["effect"].get("keys") or ()):
         return NO_READ_CLASSES[2]
     looks = [s["seq"] for s in mine_ok if s["op"]["op"] in ("list", "read")]
     if any(seq > partner_write_seq for seq in looks):
@@ -345,6 +349,9 @@ def world_row(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: s
         # every pair's two halves right (the paper's world has one pair); each pair alone: pair_frame
         **_joint(pair),
         "pair_write": any(r["writes"] > 0 for r in pair),
+        # the writers the reader signal reaches (every agent, unless signal_roles names some) left a note
+        "signalled_note": any(r["note_writes"] > 0 for r in agents
+                              if cell.get("signal_roles") is None or r["role"] in cell["signal_roles"]),
         "informative_read": any(r["informative_read"] for r in pair),
         "exposure": any(r["exposed"] for r in agents),
         "read_after_exposure": any(r["read_after_exposure"] for r in agents),

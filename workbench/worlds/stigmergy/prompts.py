@@ -31,6 +31,13 @@ def system_prompt(t: TemplateSet, condition: str, clauses: str, max_steps: int, 
     )
 
 
+def opening(t: TemplateSet, cell: Any, task: AgentTask) -> list[dict[str, str]]:
+    """An agent's first two messages: its system prompt (with the reader signal its role
+    gets) and its task. The world sends exactly these; ``workbench prompts`` diffs them."""
+    system = system_prompt(t, cell.condition, cell.clauses, cell.max_steps, cell.signal_for(task.role))
+    return [{"role": "system", "content": system}, {"role": "user", "content": task_text(t, task, cell.vocabulary)}]
+
+
 def task_text(t: TemplateSet, task: AgentTask, vocabulary: str = "named") -> str:
     """A task's text. For the pair's halves, ``vocabulary`` picks the template: both
     intermediate keys named (``tasks/KIND``), only the agent's own

@@ -31,7 +31,8 @@ class AgentOverride(BaseModel):
 class StigmergyCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # factors added after cells were first recorded: left out of the cell id at their default
-    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary", "reader_signal", "pairs", "solos")
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary", "reader_signal", "pairs", "solos", "signal_roles",
+                                                      "request_path")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim/diligent", description="route for every role without an override")
     agents: dict[str, AgentOverride] = Field(
@@ -49,6 +50,15 @@ class StigmergyCell(BaseModel):
         "none", description="what a writer knows of readers: nothing; the store paragraph says other processes may "
                             "read this workspace; or list shows how often each of the agent's keys was read by "
                             "others (never who)")
+    signal_roles: list[str] | None = Field(
+        None, description="the roles reader_signal reaches (default: every role). E.g. [pair_a]: one writer is told "
+                          "or shown receipts while its reader and the solos see exactly the reference prompts, so "
+                          "a contrast on reader_signal changes what the writer knows and nothing else")
+    request_path: str = Field(
+        "direct", pattern=r"^[A-Za-z0-9_.-]+$",
+        description="how requests reach each model: direct (the catalogue entry's own way) or a path its entry "
+                    "declares under paths: (a router, another provider); same model, settings and seeds otherwise. "
+                    "Simulated agents have no transport: for them the levels differ in nothing they act on")
     pairs: int = Field(1, ge=1, le=MAX_PAIRS, description="interdependent pairs in a world (the paper: 1)")
     solos: int = Field(2, ge=0, le=MAX_SOLOS, description="self-contained agents in a world (the paper: 2)")
     validity: Literal["any-agent", "pair-only", "none"] = Field(
@@ -64,6 +74,13 @@ class StigmergyCell(BaseModel):
     @model_validator(mode="after")
     def _scripts_complete(self) -> StigmergyCell:
         known = self.roles()
+        for role in self.signal_roles or ():
+            if role not in known:
+                raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
+                    type=PydanticCustomError("role", "no such role in a world of {pairs} pair(s) and {solos} "
+                                             "solo(s); expected some of {known}",
+                                             {"pairs": self.pairs, "solos": self.solos, "known": ", ".join(known)}),
+                    loc=("signal_roles",), input=role)])
         for role in self.agents:
             if role not in known:  # located at agents.ROLE, as a mistyped key of a fixed set would be
                 raise ValidationError.from_exception_data(type(self).__name__, [InitErrorDetails(
@@ -81,6 +98,10 @@ class StigmergyCell(BaseModel):
     def roles(self) -> tuple[str, ...]:
         """Every role of this cell's world size."""
         return roles(self.pairs, self.solos)
+
+    def signal_for(self, role: str) -> str:
+        """The reader signal this role gets: the cell's, where it reaches the role, else none."""
+        return self.reader_signal if self.signal_roles is None or role in self.signal_roles else "none"
 
     def route_for(self, role: str) -> str:
         o = self.agents.get(role)

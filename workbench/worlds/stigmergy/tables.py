@@ -239,32 +239,38 @@ def reply_shape_table(af: pd.DataFrame, design: Design) -> pd.DataFrame:
     return design.annotate(t, "Reply shapes per cell: share of all recorded replies (unit: reply)")
 
 
-def reply_shape_contrasts(af: pd.DataFrame, design: Design, factor: str = "model",
+def reply_shape_contrasts(af: pd.DataFrame, design: Design, factor: str = "request_path",
                           declared: Sequence[Any] = ()) -> pd.DataFrame:
-    """For each pair of cells that differ in ``factor`` alone (by default the route: the
-    same design through two request paths), each shape's share in B minus A with
-    Newcombe's interval, over replies as in :func:`reply_shape_table`. ``declared``:
-    the study's contrasts (ContrastSpec); one on ``factor`` sets which level is A."""
+    """For each pair of cells that differ in ``factor`` alone (by default the request path:
+    the same model, settings and seeds through two transports), each shape's share of
+    replies in B minus A. Replies of one agent are not independent, so the interval is
+    clustered by agent (:mod:`workbench.metrics.clustered`), not Newcombe's over replies.
+    ``declared``: the study's contrasts (ContrastSpec); one on ``factor`` sets which level is A."""
+    from workbench.metrics.clustered import clustered_difference
     from workbench.metrics.contrasts import ContrastSpec, matched_pairs
-    from workbench.stats import newcombe
 
     rows = _replies(af)
-    sums = rows.groupby("cell_id")[["steps", *REPLY_SHAPES.values()]].sum() if len(rows) else None
+    by_cell = {cid: g for cid, g in rows.groupby("cell_id")} if len(rows) else {}
     out = []
     specs = [c for c in declared if c.factor == factor] or [ContrastSpec(factor, factor, declared=False)]
     pairs = list(dict.fromkeys(p for spec in specs for p in matched_pairs(design, spec)))
+    empty = pd.DataFrame(columns=["steps", *REPLY_SHAPES.values()])
     for a, b in pairs:
+        ga, gb = by_cell.get(a, empty), by_cell.get(b, empty)
         for shape, col in REPLY_SHAPES.items():
-            ka, na = (int(sums.at[a, col]), int(sums.at[a, "steps"])) if sums is not None and a in sums.index else (0, 0)
-            kb, nb = (int(sums.at[b, col]), int(sums.at[b, "steps"])) if sums is not None and b in sums.index else (0, 0)
-            diff, low, high = newcombe(kb, nb, ka, na)
+            ka, na = ga[col].fillna(0).astype(float).tolist(), ga["steps"].fillna(0).astype(float).tolist()
+            kb, nb = gb[col].fillna(0).astype(float).tolist(), gb["steps"].fillna(0).astype(float).tolist()
+            diff, low, high = clustered_difference(ka, na, kb, nb)
             out.append({"factor": factor, "A": design.level(a, factor), "B": design.level(b, factor),
-                        "A cell": a, "B cell": b, "shape": shape, "A k/n": f"{ka}/{na}", "B k/n": f"{kb}/{nb}",
+                        "A cell": a, "B cell": b, "shape": shape, "A k/n": f"{int(sum(ka))}/{int(sum(na))}",
+                        "B k/n": f"{int(sum(kb))}/{int(sum(nb))}", "A agents": len(ka), "B agents": len(kb),
                         "B - A": diff, "low": low, "high": high})
-    t = pd.DataFrame(out, columns=["factor", "A", "B", "A cell", "B cell", "shape", "A k/n", "B k/n", "B - A",
-                                   "low", "high"])
-    t.attrs = {"title": f"Reply shapes between cells that differ in {factor} alone (B - A, Newcombe 95 %; "
-                        "unit: reply)", "constant": design.constant}
+    t = pd.DataFrame(out, columns=["factor", "A", "B", "A cell", "B cell", "shape", "A k/n", "B k/n", "A agents",
+                                   "B agents", "B - A", "low", "high"])
+    t.attrs = {"title": f"Reply shapes between cells that differ in {factor} alone (B - A over replies; 95 % "
+                        "interval clustered by agent, since one agent's replies are not independent)",
+               "constant": design.constant,
+               "empty_reason": f"no two cells differ in {factor} alone"}
     return t
 
 

@@ -89,7 +89,6 @@ class StigmergyWorld:
         self.store = KVStore()
         self.tasks = draw_tasks(seed, cell.task_form, cell.digits, cell.modulus, pairs=cell.pairs, solos=cell.solos)
         self.ops = P.allowed_ops(cell.condition)
-        self.system = P.system_prompt(templates, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal)
         self.reads_by_others: dict[tuple[str, str], int] = {}  # (namespace, key): reads by agents other than its author
         self.agents: list[_Agent] = []
         for slot, role in self.tasks.slots.items():
@@ -101,9 +100,11 @@ class StigmergyWorld:
                 options["script"] = _render_script(override.script, script_values(task, self.tasks))
             if override is not None and override.latency_s is not None:
                 options["latency_s"] = override.latency_s
+            if cell.request_path != "direct":
+                options["request_path"] = cell.request_path
+            # the agent's seed names its slot and model, never the request path: two paths, one disposition
             client = client_factory(route, slot, derive_seed(seed, "agent", slot, route), options)
-            messages = [{"role": "system", "content": self.system},
-                        {"role": "user", "content": P.task_text(templates, task, cell.vocabulary)}]
+            messages = P.opening(templates, cell, task)
             self.agents.append(_Agent(slot, role, task, client, route, messages))
         self.steps: list[dict[str, Any]] = []
         self.failure: dict[str, Any] | None = None
@@ -149,7 +150,7 @@ class StigmergyWorld:
             if self.cell.condition == "authored":
                 items = [self.t.render("results/list_item_authored", key=e.key,
                                        author=self._author_label(agent, e.author)) for e in entries]
-            elif self.cell.reader_signal == "receipts":
+            elif self.cell.signal_for(agent.role) == "receipts":
                 # the agent's own keys with how often others read them: a count, never who
                 receipts = {e.key: self.reads_by_others.get((e.namespace, e.key), 0)
                             for e in entries if e.author == agent.slot}
