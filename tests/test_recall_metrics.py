@@ -125,3 +125,25 @@ def test_variant_names_every_cell_field_but_model_condition_and_label():
         assert variant_of({**base, **change}) != "", change
     # a field the spec does not know (a record of another version) is a factor too
     assert variant_of({**base, "vector_backend_x": "other"}) == "vector_backend_x=other"
+
+
+def test_metrics_recount_recorded_outcomes_by_todays_rules() -> None:
+    """A world recorded under the old exact rule (3.5% of NAV taken for 5% of NAV, and a
+    stored per-world count that says so): accuracy tables, the per-world frame and the
+    run summary all score the answer again, and every accuracy table carries the hedged
+    count beside the rate."""
+    from workbench.worlds.recall.metrics import world_frame
+
+    w = fake_world("A", "naive", "s1", 0, [("memory_anchoring", True), ("memory_anchoring", True)])
+    w["recalls"][0].update(ground_truth=["5% of NAV"], answer="a target cash buffer of 3.5% of NAV")
+    w["metrics"] = {"n_recalls": 2, "n_correct": 2, "accuracy": 1.0, "tokens": 7}
+    t = metric_tables([w])
+    for name in ("by_condition", "by_mode_condition", "by_domain_mode_condition"):
+        row = t[name].iloc[0]
+        assert (row["k/n"], row["hedged:k/n"], row["hedged:k"], row["hedged:rate"]) == ("1/2", "0/2", 0, 0.0), name
+    wf = world_frame([w]).iloc[0]
+    assert (wf["n_correct"], wf["n_hedged"], wf["accuracy"], wf["tokens"]) == (1, 0, 0.5, 7)
+    assert world_row(w, [])["by_failure_mode"] == {"memory_anchoring": [1, 2]}
+    assert "50.0%" in summary_text([w]) and list(t["recalls"]["outcome"]) == ["other", "correct"]
+    assert list(accuracy_table(recall_frame([]), ["condition"]).columns)[-6:] == [
+        "hedged:k/n", "hedged:k", "hedged:rate", "hedged:low", "hedged:high", "mean partial_score"]

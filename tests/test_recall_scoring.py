@@ -1,9 +1,11 @@
-"""Recall scoring and the tables built on it, on hand-written records: partial_score
-and matched, the offline rule judge (paraphrases accepted, near misses on dates, units
-and numbers refused, so it can disagree with exact match), judge-vs-exact agreement
-with Cohen's kappa, which value a failed recall gave, memory writes by origin and
-invalidations by type (records with and without the new fields), and the new design
-factors kept apart in every table."""
+"""Recall scoring and the tables built on it, on hand-written records: exact match
+reading numbers as numbers (and every value the generator renders round-tripping),
+hedged answers (the stale and the accepted value both) as an outcome of their own,
+partial_score (never for another number) and matched, the offline rule judge
+(paraphrases accepted, near misses refused, so it can disagree with exact match),
+judge-vs-exact agreement with Cohen's kappa, which value a failed recall gave, memory
+writes by origin and invalidations by type (records with and without the new
+fields), and the new design factors kept apart in every table."""
 from __future__ import annotations
 
 import math
@@ -21,14 +23,8 @@ from workbench.worlds.recall.metrics import (
     metric_tables,
     recall_frame,
 )
-from workbench.worlds.recall.scoring import (
-    canonical_values,
-    exact_match,
-    given_value,
-    judge_rule,
-    partial_score,
-    score_answer,
-)
+from workbench.worlds.recall.outcomes import GIVEN_KINDS, OUTCOMES, given_value, hedged, rescore, stale_values
+from workbench.worlds.recall.scoring import canonical_values, exact_match, judge_rule, partial_score, score_answer
 
 
 # -- partial_score and matched ----------------------------------------------------------------
@@ -37,7 +33,8 @@ def test_score_answer_names_the_accepted_answer_found_and_scores_partial_overlap
     assert s == {"correct_exact": True, "matched": "7 October 2026", "partial_score": 1.0}
     s = score_answer("September 30, 2026", ["October 7, 2026"])
     assert s["correct_exact"] is False and s["matched"] is None
-    assert s["partial_score"] == pytest.approx(1 / 3)  # the year only
+    assert s["partial_score"] == 0.0  # another date: the shared year earns nothing
+    assert partial_score("July 22", ["July 22, 2026"]) == pytest.approx(2 / 3)  # the right date, year left out
     assert score_answer(None, ["x"]) == {"correct_exact": False, "matched": None, "partial_score": 0.0}
     # best over the accepted answers; a repeated word counts as often as it is needed
     assert partial_score("5 of NAV", ["8% of NAV", "5 percent of NAV"]) == pytest.approx(3 / 4)
@@ -60,14 +57,18 @@ def test_canonical_values(text: str, values: set[str]) -> None:
 @pytest.mark.parametrize("answer, accepted, exact, verdict, reason", [
     # paraphrases: exact match misses them, the judge accepts
     ("The deadline is 22 July 2026.", ["July 22, 2026"], False, True, "paraphrase"),
-    ("8 percent of NAV", ["8% of NAV"], False, True, "paraphrase"),
-    ("$1.2 million", ["$1,200,000"], False, True, "paraphrase"),
     ("2026-07-22", ["July 22, 2026"], False, True, "paraphrase"),
-    # near misses: exact match finds the words, the judge refuses the value
-    ("2.5 mg", ["5 mg"], True, False, "near miss"),
-    ("5 mg/kg twice daily", ["5 mg"], True, False, "near miss"),
-    ("15.5%", ["15%"], True, False, "near miss"),
-    ("1,200,000", ["1,200"], True, False, "near miss"),
+    ("five mg", ["5 mg"], False, True, "paraphrase"),
+    # the same number in another notation: exact match reads numbers as numbers now
+    ("8 percent of NAV", ["8% of NAV"], True, True, "same"),
+    ("$1.2 million", ["$1,200,000"], True, True, "same"),
+    # another number that holds the accepted one's digits: refused by both (exact match took them once)
+    ("2.5 mg", ["5 mg"], False, False, "wrong value"),
+    ("5 mg/kg twice daily", ["5 mg"], False, False, "wrong value"),
+    ("15.5%", ["15%"], False, False, "wrong value"),
+    ("1,200,000", ["1,200"], False, False, "wrong value"),
+    # near miss: an accepted bare number leaves the unit open to exact match; the judge reads the unit
+    ("5 mg/kg", ["5"], True, False, "near miss"),
     # agreement
     ("moved from September 30, 2026 to October 7, 2026", ["October 7, 2026"], True, True, "same"),
     ("July 22, 2025", ["July 22, 2026"], False, False, "wrong value"),
@@ -174,15 +175,16 @@ def test_given_values_table_counts_failed_recalls_per_cell_and_mode() -> None:
     t = given_values(recall_frame([story()]))
     row = t[t["failure_mode"] == "memory_anchoring"].iloc[0]
     assert (row["failed"], row["anchored"], row["other"], row["no value"]) == (3, 1, 1, 1)
-    assert int(t["failed"].sum()) == 5 and list(t.columns[-5:]) == ["anchored", "stale", "lower-authority", "other",
-                                                                     "no value"]
+    assert int(t["failed"].sum()) == 5 and list(t.columns[-6:]) == ["hedged", "anchored", "stale", "lower-authority",
+                                                                     "other", "no value"]
+    assert int(t["hedged"].sum()) == 0
 
 
 def test_judge_agreement_counts_and_kappa_per_cell_never_pooled() -> None:
     truth = ["5 mg"]
     a = world("J", [recall(1, "authority_collapse", "F1", truth, "5 mg", True, judge=True),
                     recall(2, "authority_collapse", "F1", truth, "five mg", True, judge=True),  # paraphrase
-                    recall(3, "authority_collapse", "F1", truth, "2.5 mg", False, judge=False),  # near miss
+                    recall(3, "authority_collapse", "F1", ["5"], "5 mg/kg", False, judge=False),  # near miss
                     recall(4, "authority_collapse", "F1", truth, "7 mg", False, judge=False)],
               cell={"scoring": "judge"}, condition="lightweight")
     b = world("N", [recall(1, "authority_collapse", "F1", truth, "5 mg", True)], condition="naive")
@@ -195,7 +197,7 @@ def test_judge_agreement_counts_and_kappa_per_cell_never_pooled() -> None:
     n = t[t["condition"] == "naive"]
     assert list(n["judge"]) == ["rule"] and int(n["recalls"].iloc[0]) == 1  # no judge ran there; never pooled
     d = judge_disagreements(recall_frame([a, b]))
-    assert sorted(zip(d["judge"], d["answer"])) == [("judge", "2.5 mg"), ("judge", "five mg"), ("rule", "2.5 mg"),
+    assert sorted(zip(d["judge"], d["answer"])) == [("judge", "5 mg/kg"), ("judge", "five mg"), ("rule", "5 mg/kg"),
                                                     ("rule", "five mg")]
 
 
@@ -257,11 +259,15 @@ def test_isolated_is_a_condition_of_its_own() -> None:
     assert dict(zip(t["condition"], t["k/n"])) == {"baseline": "1/1", "isolated": "0/1"}
 
 
-def test_recall_frame_has_partial_score_and_matched_recorded_or_recomputed() -> None:
-    r = recall(10, "belief_asymmetry", "F1", DEADLINE, "September 30, 2026", False)
+def test_recall_frame_rescores_matched_and_partial_score_from_the_answer() -> None:
+    """Records without the fields and records scored by older rules read alike: the
+    frame scores every answer again (a recorded 0.75 for "10 percent of NAV" against
+    "8 percent of NAV" was the old rule's; another number earns nothing now)."""
+    nav = ["8 percent of NAV"]
+    r = recall(10, "belief_asymmetry", "F1", nav, "10 percent of NAV", False)
     older = {k: v for k, v in r.items() if k not in ("matched", "partial_score")}
-    f = recall_frame([world("A", [older]), world("B", [{**r, "matched": None, "partial_score": 0.25}])])
-    assert list(f["partial_score"]) == [pytest.approx(1 / 3), 0.25]
+    f = recall_frame([world("A", [older]), world("B", [{**r, "matched": "8 percent of NAV", "partial_score": 0.75}])])
+    assert list(f["partial_score"]) == [0.0, 0.0]
     assert f["matched"].isna().all()
 
 
@@ -284,7 +290,7 @@ def test_accuracy_tables_carry_the_mean_partial_score_of_the_same_recalls() -> N
     w = world("A", [recall(10, "belief_asymmetry", "F1", DEADLINE, "July 22, 2026", True),
                     recall(11, "belief_asymmetry", "F1", DEADLINE, "September 30, 2026", False)])
     t = metric_tables([w])["by_condition"]
-    assert t["mean partial_score"].iloc[0] == pytest.approx((1 + 1 / 3) / 2)
+    assert t["mean partial_score"].iloc[0] == pytest.approx((1 + 0) / 2)  # September 30 is another date: 0
 
 
 def test_an_earlier_recall_answer_counts_as_said_about_its_target_fact() -> None:
@@ -304,11 +310,12 @@ def test_an_earlier_recall_answer_counts_as_said_about_its_target_fact() -> None
     assert g["kind"] == "anchored" and g["said_by"] == ["associate", "paralegal"]
 
 
-def test_the_simulated_judge_disagrees_with_exact_match_on_a_paraphrase_and_a_near_miss(tmp_path: Any) -> None:
+def test_the_simulated_judge_disagrees_with_exact_match_on_a_paraphrase_only(tmp_path: Any) -> None:
     """End to end: scripted agents answer with a paraphrase ("22 July 2026" for "July
-    22, 2026"), a near miss ("$1,520,000" holds the words of "$520,000") and a plain
-    answer; the cell's simulated judge decides `correct`, and the agreement table counts
-    one recall each way and kappa from the same 2x2."""
+    22, 2026"), another amount that holds the digits of the accepted one ("$1,520,000"
+    for "$520,000": exact match took it for a match before it read numbers as numbers)
+    and a plain answer; the cell's simulated judge decides `correct`, and the agreement
+    table counts the paraphrase as the one disagreement, with kappa from the same 2x2."""
     from tests.test_recall_world import SCRIPTED, recall_study, run_cell
 
     agents = {**SCRIPTED, "paralegal": {"script": ["Noted.", "Noted.", "It is due 22 July 2026."]},
@@ -318,24 +325,24 @@ def test_the_simulated_judge_disagrees_with_exact_match_on_a_paraphrase_and_a_ne
     w = run_cell(path, 0, [0])[0].world
     by_turn = {r["turn"]: r for r in w["recalls"]}
     assert (by_turn[10]["correct_exact"], by_turn[10]["correct"]) == (False, True)  # paraphrase
-    assert (by_turn[11]["correct_exact"], by_turn[11]["correct"]) == (True, False)  # near miss
+    assert (by_turn[11]["correct_exact"], by_turn[11]["correct"]) == (False, False)  # another amount
     assert (by_turn[12]["correct_exact"], by_turn[12]["correct"]) == (True, True)
-    assert by_turn[11]["matched"] == "$520,000" and by_turn[10]["matched"] is None
+    assert by_turn[11]["matched"] is None and by_turn[10]["matched"] is None
     t = judge_agreement(recall_frame([w])).set_index("judge")
     for judge in ("judge", "rule"):
         row = t.loc[judge]
-        assert (row["both correct"], row["judge only"], row["exact only"], row["both wrong"]) == (1, 1, 1, 0)
-        assert (row["paraphrase"], row["near miss"]) == (1, 1)
-        assert row["kappa"] == pytest.approx(cohen_kappa(1, 1, 1, 0))
+        assert (row["both correct"], row["judge only"], row["exact only"], row["both wrong"]) == (1, 1, 0, 1)
+        assert (row["paraphrase"], row["near miss"]) == (1, 0)
+        assert row["kappa"] == pytest.approx(cohen_kappa(1, 1, 0, 1))
     from workbench.worlds.recall.metrics import summary_text
 
-    assert "agree on 1/3 recalls (judge only right 1, exact only right 1), Cohen's kappa -0.50" in summary_text([w])
+    assert "agree on 2/3 recalls (judge only right 1, exact only right 0), Cohen's kappa 0.40" in summary_text([w])
 
 
 def test_a_recorded_value_is_what_a_statement_asserts() -> None:
     """A correction names the old value and the new; the world records the new one as its
     value, and the stale value is then said only by those who really said it."""
-    from workbench.worlds.recall.scoring import recorded_values, world_statements
+    from workbench.worlds.recall.outcomes import recorded_values, world_statements
 
     assert recorded_values("date:2026-07-22") == {"date:2026-07-22"}
     assert recorded_values("num:180000|$ num:5|mg") == {"num:180000|$", "num:5|mg"}
@@ -348,3 +355,189 @@ def test_a_recorded_value_is_what_a_statement_asserts() -> None:
     assert st[w["memory_log"][2]["text"]].values == {"date:2026-07-22"}
     g = given_value(w, w["recalls"][0])
     assert g["kind"] == "stale" and g["said_by"] == ["associate", "record"]
+
+
+# -- the review's cases: numbers as numbers, hedging, no partial credit for another number -----------
+def test_exact_match_does_not_find_five_percent_in_three_and_a_half_percent() -> None:
+    """The "." of "3.5%" is no word break: 3.5% of NAV is not 5% of NAV."""
+    answer = "Our reports use a target cash buffer of 3.5% of NAV."
+    assert not exact_match(answer, ["5% of NAV", "5 percent of NAV"])
+    assert score_answer(answer, ["5% of NAV"]) == {"correct_exact": False, "matched": None, "partial_score": 0.0}
+    assert exact_match("Our reports use a target cash buffer of 5% of NAV.", ["5% of NAV"])
+
+
+@pytest.mark.parametrize("answer, accepted, found", [
+    # a number inside another is never found
+    ("15.5", ["15"], False), ("15.5", ["5"], False), ("$1,240,000", ["240,000"], False), ("25 mg", ["5 mg"], False),
+    ("2,500", ["500"], False), ("-5%", ["5%"], False), ("0.5 mg", ["5 mg"], False),
+    # the same number in another notation is found
+    ("5 percent", ["5%"], True), ("5 per cent", ["5%"], True), ("5 pct", ["5%"], True), ("5 %", ["5%"], True),
+    ("$5m", ["$5,000,000"], True), ("5 million dollars", ["$5 million"], True), ("USD 5 million", ["$5m"], True),
+    ("1,200,000", ["1200000"], True), ("$240,000, as agreed", ["$240,000"], True), ("-5%", ["-5%"], True),
+    ("−2.5 percent", ["-2.5%"], True), ("12 bps", ["12 basis points"], True), ("30 day notice", ["30 days"], True),
+    ("5.0 mg", ["5 mg"], True), ("7:15", ["07:15"], True),
+    # a unit the accepted answer states must be stated: "5" is not "5%"; a bare accepted number leaves it open
+    ("5 of NAV", ["5% of NAV"], False), ("5 mg", ["5 mcg"], False), ("5 days", ["5 weeks"], False),
+    ("5%", ["5"], True), ("$5m", ["5 million"], True),
+    # times and words
+    ("07:15", ["07:30"], False), ("07:15", ["15"], False), ("July 22nd", ["July 22"], False),
+])
+def test_exact_match_compares_numbers_as_numbers(answer: str, accepted: list[str], found: bool) -> None:
+    assert exact_match(answer, accepted) is found
+
+
+def test_partial_score_never_credits_another_number() -> None:
+    assert partial_score("10 percent", ["8 percent"]) == 0.0
+    assert partial_score("10 percent of NAV", ["8 percent of NAV"]) == 0.0  # was 0.75: "percent of NAV"
+    assert partial_score("June 5", ["June 8"]) == 0.0 and partial_score("3.5% of NAV", ["5% of NAV"]) == 0.0
+    assert partial_score("5 mg/kg", ["5 mg"]) == 0.0  # the same digits in another unit: another quantity
+    assert partial_score("the cash buffer is 5", ["5% of NAV"]) == pytest.approx(1 / 4)  # the number, no unit
+    assert partial_score("5 percent", ["5% of NAV"]) == pytest.approx(2 / 4)
+    assert partial_score("5 of NAV", ["5% of NAV"]) == pytest.approx(3 / 4)
+    assert partial_score("the NAV, I think", ["5% of NAV"]) == 0.0  # no number: no credit for the words
+
+
+@pytest.mark.parametrize("answer, is_hedged", [
+    ("The cash buffer is 3% or 5% of NAV.", True),
+    ("My notes say 3% of NAV; the shared memory says 5% of NAV.", True),
+    ("It is 5% of NAV, or 3 percent, I am not sure.", True),
+    ("It was raised from 3% to 5% of NAV.", False),  # the answer itself sets the old value aside
+    ("5% of NAV, not 3%.", False),
+    ("5% of NAV (raised from 3% of NAV).", False),
+    ("It was 3% of NAV; now it is 5% of NAV.", False),
+    ("5% of NAV.", False),
+    ("3% of NAV.", False),  # the stale value alone: stale, not hedged
+    ("5% of NAV, reviewed every 3 months.", False),  # another unit: no competing value
+])
+def test_an_answer_stating_the_stale_and_the_current_value_hedges(answer: str, is_hedged: bool) -> None:
+    assert hedged(answer, ["5% of NAV", "5 percent of NAV"], ["3% of NAV"]) is is_hedged
+    assert hedged(answer, ["5% of NAV"], ["num:3|%"]) is is_hedged  # stale values as recorded tokens alike
+
+
+def hedge_story(answer: str, *, judge: bool | None = None) -> dict[str, Any]:
+    """The deadline story with one recall of F1 (July 8 corrected to July 22; June 30
+    said later by the paralegal) answered by ``answer``; ``correct`` recorded as the old
+    exact rule (or a judge) would have recorded it."""
+    w = story()
+    r = recall(15, "belief_asymmetry", "F1", DEADLINE, answer, True, judge=judge)
+    r["correct"] = True if judge is None else judge
+    w["recalls"] = [r]
+    if judge is not None:
+        w["cell"]["scoring"] = "judge"
+    return w
+
+
+def test_a_hedged_recall_is_its_own_outcome_in_every_table() -> None:
+    """"July 8, 2026 or July 22, 2026": the exact rule finds the accepted date (as
+    before, and recorded correct), but the answer also gives the superseded one: the
+    recall is hedged, neither right nor stale, and counted so wherever outcomes are."""
+    from workbench.worlds.recall.metrics import given_values, summary_text, world_frame, world_row
+
+    w = hedge_story("Either July 8, 2026 or July 22, 2026, I am not sure which.")
+    r = w["recalls"][0]
+    assert stale_values(w, r) == {"date:2026-07-08", "date:2026-06-30"}
+    s = rescore(w, r)
+    assert (s.correct_exact, s.hedged, s.correct) == (True, True, False)
+    g = given_value(w, r)
+    assert g["kind"] == "hedged" and g["value"] == "date:2026-07-08" and g["stale"]
+    f = recall_frame([w])
+    assert (f["correct"].iloc[0], f["outcome"].iloc[0], f["hedged"].iloc[0]) == (False, "hedged", True)
+    tables = metric_tables([w])
+    row = tables["by_condition"].iloc[0]
+    assert (row["k/n"], row["hedged:k/n"], row["hedged:k"], row["hedged:rate"]) == ("0/1", "1/1", 1, 1.0)
+    gv = given_values(f).iloc[0]
+    assert (gv["failed"], gv["hedged"], gv["stale"]) == (1, 1, 0)
+    assert list(tables["failed_recalls"]["given_kind"]) == ["hedged"]
+    assert (world_row(w, [])["n_correct"], world_row(w, [])["n_hedged"]) == (0, 1)
+    assert (world_frame([w])["n_correct"].iloc[0], world_frame([w])["n_hedged"].iloc[0]) == (0, 1)
+    assert "0/1" in summary_text([w]).splitlines()[1] and "Hedged:" in summary_text([w])
+    assert set(OUTCOMES) == {"correct", *GIVEN_KINDS} and "hedged" in GIVEN_KINDS
+
+
+def test_a_correction_in_the_answer_is_no_hedge_and_a_judge_does_not_save_a_hedge() -> None:
+    w = hedge_story("It moved from July 8, 2026 to July 22, 2026.")
+    assert rescore(w, w["recalls"][0]).correct and recall_frame([w])["outcome"].iloc[0] == "correct"
+    # a judge's CORRECT stands in its column, but a hedged answer does not count as right
+    w = hedge_story("July 22, 2026 (or June 30, 2026?)", judge=True)
+    f = recall_frame([w])
+    assert (f["judge_verdict"].iloc[0], f["correct"].iloc[0], f["outcome"].iloc[0]) == (True, False, "hedged")
+
+
+def test_rescoring_an_old_record_follows_the_new_rules() -> None:
+    """A run recorded under the old exact rule kept correct=True for 3.5% against 5%:
+    every table re-scores it from the answer, so it counts as the failure it is."""
+    from workbench.worlds.recall.metrics import summary_text, world_frame
+
+    r = recall(10, "memory_anchoring", "F3", ["5% of NAV"], "the target cash buffer is 3.5% of NAV", True)
+    r.update(correct=True, correct_exact=True, matched="5% of NAV", partial_score=1.0)  # as the old rule recorded it
+    w = world("OLD", [r], memory_log=[log(2, "trader", 0.4, "F3", "Cash buffer: 3.5% of NAV.")],
+              metrics={"n_recalls": 1, "n_correct": 1, "accuracy": 1.0})
+    f = recall_frame([w])
+    assert (f["correct"].iloc[0], f["correct_exact"].iloc[0], f["partial_score"].iloc[0]) == (False, False, 0.0)
+    assert f["matched"].isna().all() and f["outcome"].iloc[0] != "correct"
+    assert (world_frame([w])["n_correct"].iloc[0], world_frame([w])["accuracy"].iloc[0]) == (0, 0.0)
+    assert "0.0% [0%,79%] 0/1" in summary_text([w])
+
+
+# -- round trip: every value the generator renders ----------------------------------------------------
+def test_every_generated_value_scores_exact_against_itself_and_never_against_its_stale_value() -> None:
+    """For every topic of every domain, many drawn (current, stale) pairs rendered in every
+    statement template the generator uses: the current value's statements match its accepted
+    answers exactly, the stale value's never do, every accepted form matches the others, and
+    an answer giving both hedges (except two clock times: the rule judge's canonical values
+    read "07:15" as the numbers 7 and 15, so "15:15 or 07:15" states no value that 07:15
+    does not; exact match reads times as times)."""
+    from random import Random
+
+    from workbench.worlds.recall.generator import TOPICS, T, _clock, _fill, _values
+
+    rng = Random(20260722)
+    checked = 0
+    for domain, topics in TOPICS.items():
+        for topic in topics:
+            for _ in range(40):
+                (current, accepted), (stale, stale_accepted) = _values(topic, rng, 2)
+                assert all(exact_match(a, accepted) for a in accepted), (topic.subject, accepted)
+                assert not exact_match(stale, accepted) and not exact_match(current, stale_accepted), (current, stale)
+                for kind in ("fact", "belief_update", "anchor_correction", "collapse_wrong", "anchor_repeat"):
+                    for template in T[kind]:
+                        text = template.format(subject=topic.subject, v=current, source=topic.source,
+                                               source_l=topic.source.lower())
+                        old = template.format(subject=topic.subject, v=stale, source=topic.source,
+                                              source_l=topic.source.lower())
+                        assert exact_match(text, accepted), (domain, text, accepted)
+                        assert not exact_match(old, accepted), (domain, old, accepted)
+                        assert score_answer(old, accepted)["partial_score"] == 0.0, (old, accepted)
+                assert exact_match(_fill(rng, "fact", topic, current), accepted)
+                assert not hedged(f"{current}.", accepted, [stale]), (stale, current)
+                if topic.value is not _clock:  # the judges' values read "07:15" as 7 and 15: see below
+                    assert hedged(f"Either {stale} or {current}.", accepted, [stale]), (stale, current)
+                checked += 1
+    assert checked == 40 * sum(len(t) for t in TOPICS.values())
+
+
+def test_every_script_recall_is_answerable_and_its_stale_statements_never_match() -> None:
+    """Shipped and freshly generated scripts: each recall's accepted answer is found by the
+    exact rule in the target fact or an earlier write about it, and a statement about the
+    target fact matches the accepted answers exactly when the value it declares does."""
+    from tests.conftest import ROOT
+    from workbench.worlds.recall.generator import generate_script
+    from workbench.worlds.recall.scripts import FAILURE_MODES, load_scripts, script_from_dict
+
+    scripts = list(load_scripts(ROOT / "params/recall/scripts"))
+    scripts += [script_from_dict(generate_script(d, list(FAILURE_MODES) * 2, seed)) for d in ("legal", "medical",
+                                                                                             "finance")
+                for seed in range(8)]
+    for s in scripts:
+        for r in s.recalls():
+            assert r.target_fact_id is not None
+            fact = s.fact(r.target_fact_id)
+            writes = s.writes_about(r.target_fact_id, r.turn)
+            assert any(exact_match(t, r.ground_truth) for t in [fact.text, *(w.content for w in writes)]), (
+                s.script_id, r.turn)
+            said = [(fact.text, fact.value)] + [(t.content, t.value) for t in s.turns
+                                                if t.fact_id == r.target_fact_id and t.turn < r.turn and t.value]
+            for text, value in said:
+                if value:
+                    assert exact_match(text, r.ground_truth) is exact_match(value, r.ground_truth), (
+                        s.script_id, r.turn, text, r.ground_truth)

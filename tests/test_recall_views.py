@@ -84,7 +84,8 @@ def test_report_and_explorer_notebooks_execute(tmp_path: Path) -> None:
 
 def test_judge_value_and_memory_tables_escape_answers_and_show_per_cell(tmp_path: Path) -> None:
     """The report's judge, given-value and memory tables, built from hand-written records
-    (a judge that disagrees with exact match on a paraphrase and a near miss; answers
+    (a judge that disagrees with exact match on a paraphrase and a near miss: a bare
+    accepted number that exact match finds with another unit; answers
     carrying markup): every answer escaped, one row per cell and judge."""
     from tests.test_recall_scoring import recall, world
     from workbench.records import RunRecords
@@ -92,7 +93,7 @@ def test_judge_value_and_memory_tables_escape_answers_and_show_per_cell(tmp_path
 
     truth = ["5 mg"]
     judged = world("J", [recall(10, "authority_collapse", "F1", truth, f"{XSS} five mg", True, judge=True),
-                         recall(11, "authority_collapse", "F1", truth, f"{XSS} 2.5 mg", False, judge=False),
+                         recall(11, "authority_collapse", "F1", ["5"], f"{XSS} 5 mg/kg", False, judge=False),
                          recall(12, "memory_anchoring", "F1", truth, "7 mg", False, judge=False)],
                    condition="lightweight", cell={"scoring": "judge"},
                    memory_log=[{"op": "add", "turn": 3, "source": "reply", "origin": "reply", "author_role": "paralegal",
@@ -117,7 +118,7 @@ def test_judge_value_and_memory_tables_escape_answers_and_show_per_cell(tmp_path
     mem = r.table("memory").data
     assert "lower-authority refused" in mem and "None in any cell" in mem and "writes reply" in mem
     failed = r.tables["failed_recalls"]
-    assert list(failed["answer"]) == [f"{XSS} 2.5 mg", "7 mg"] and "&lt;script&gt;" in r.table("failed_recalls").data
+    assert list(failed["answer"]) == [f"{XSS} 5 mg/kg", "7 mg"] and "&lt;script&gt;" in r.table("failed_recalls").data
 
 
 def test_context_html_shows_matched_partial_score_rule_judge_and_the_value_given() -> None:
@@ -131,6 +132,23 @@ def test_context_html_shows_matched_partial_score_rule_judge_and_the_value_given
     html = context_html(w)
     assert XSS not in html and "&lt;script&gt;" in html
     assert "Value given: stale (date:2026-07-08" in html and "said before by associate, record" in html
-    assert "matched none, partial score 0.666667" in html  # July and 2026 of July 22, 2026
+    assert "matched none, partial score 0.0" in html  # July 8 is another date: no credit for July and 2026
     assert "matched July 22, 2026" not in html
     assert "rule judge correct (paraphrase)" in html
+
+
+def test_a_hedged_recall_shows_as_hedged_in_the_context_and_the_timeline() -> None:
+    """An answer giving the superseded date and the accepted one, recorded correct by the
+    exact rule: the views score it again from the record and show it hedged."""
+    from tests.test_recall_scoring import recall, story
+    from workbench.worlds.recall.views import context_html, turn_timeline
+
+    w = story()
+    w["recalls"] = [recall(10, "belief_asymmetry", "F1", ["July 22, 2026"], "July 8, 2026 or July 22, 2026", True)]
+    w["turns"] = [*w["turns"], {"turn": 10, "role": "associate", "content": "When is it due?", "fact_id": None,
+                                "is_recall": True, "write_to_memory": False, "reply": "July 8, 2026 or July 22, 2026"}]
+    html = context_html(w)
+    assert ">hedged</span>" in html and "Value given: hedged (date:2026-07-08" in html
+    assert "exact match true (matched July 22, 2026" in html
+    names = {t.name for t in turn_timeline(w).data}
+    assert "recall-hedged" in names and "recall-right" not in names

@@ -22,6 +22,7 @@ from workbench.errors import InputError, UnknownNameError
 from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_html
 from workbench.views.panel import CellWorldPicker, Missing, Panel, SliderWorld, error_html, missing_run
+from workbench.worlds.recall.outcomes import rescore
 from workbench.worlds.recall.views import context_html, memory_at_turn, retrieval_ranks, statements_html, turn_timeline
 
 VIEWS = ("summary", "timeline", "turn", "retrieval", "context", "calls")
@@ -90,7 +91,7 @@ class _WorldViews(SliderWorld):
     def _summary_html(self) -> str:
         w = self.world
         recalls = w.get("recalls") or []
-        right = sum(1 for r in recalls if r.get("correct"))
+        right = sum(1 for r in recalls if rescore(w, r).correct)  # by today's rules, as every table counts
         sim = any(is_simulated_route(a.get("route", "")) for a in w.get("agents") or [])
         tag = (' <span style="background:#8c564b;color:white;padding:0 6px;border-radius:8px">SIMULATED behaviour'
                '</span>' if sim else "")
@@ -102,6 +103,13 @@ class _WorldViews(SliderWorld):
                 f"{esc_html(w.get('repetition'))} · recalls right <b>{right}/{len(recalls)}</b> · valid "
                 f"<b>{esc_html(str(w.get('valid')))}</b>{failed}{tag}</div>"
                 f"<div style='color:#555;font-size:12px'>{esc_html(self.source)}</div>")
+
+    def _verdict_html(self, recall: dict[str, Any]) -> str:
+        scored = rescore(self.world, recall)
+        if scored.hedged:
+            return "<span style='color:#ff7f0e'>hedged (states a stale value too)</span>"
+        return ("<span style='color:#2ca02c'>right</span>" if scored.correct
+                else "<span style='color:#d62728'>wrong</span>")
 
     def _draw_turn(self) -> None:
         if not self.world:
@@ -121,8 +129,7 @@ class _WorldViews(SliderWorld):
             if recall is not None:
                 head += (f" · recall ({e(recall.get('failure_mode'))}): {e(recall.get('query'))} → "
                          f"<code>{e(recall.get('answer'))}</code> "
-                         + ("<span style='color:#2ca02c'>right</span>" if recall.get("correct")
-                            else "<span style='color:#d62728'>wrong</span>"))
+                         + self._verdict_html(recall))
             elif turn.get("reply") is not None:
                 head += f" · reply: {e(turn.get('reply'))}"
         written = [r for r in self.world.get("memory_log") or [] if r.get("turn") == t]

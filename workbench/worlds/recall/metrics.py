@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from workbench.stats import mcnemar_paired, newcombe, wilson
+from workbench.worlds.recall.outcomes import GIVEN_KINDS
 
 if TYPE_CHECKING:  # imported where a frame is built: world metrics (every `run`) need none
     import pandas as pd
@@ -44,23 +45,35 @@ def _simulated(route: str) -> bool:
     return is_simulated_route(route)
 
 
-def world_row(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-world metrics stored in the world record under ``metrics``."""
+def recall_counts(world: dict[str, Any]) -> dict[str, Any]:
+    """A world's recalls counted by re-scored outcome (:func:`outcomes.rescore`: today's
+    rules, from the record): right, hedged, and right per failure mode as [k, n]."""
+    from workbench.worlds.recall.outcomes import rescore, world_statements
+
     recalls = world.get("recalls", [])
+    statements = world_statements(world) if recalls else []
+    scored = [rescore(world, r, statements) for r in recalls]
     by_mode: dict[str, list[int]] = {}
-    for r in recalls:
+    for r, sc in zip(recalls, scored):
         k_n = by_mode.setdefault(r["failure_mode"] or "none", [0, 0])
-        k_n[0] += bool(r.get("correct"))
+        k_n[0] += sc.correct
         k_n[1] += 1
+    n_correct = sum(sc.correct for sc in scored)
+    return {"n_recalls": len(recalls), "n_correct": n_correct,
+            "accuracy": n_correct / len(recalls) if recalls else None,
+            "n_correct_exact": sum(sc.correct_exact for sc in scored), "n_hedged": sum(sc.hedged for sc in scored),
+            "by_failure_mode": by_mode}
+
+
+def world_row(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-world metrics stored in the world record under ``metrics``; the recall counts
+    by today's rules (:func:`recall_counts`), which readers recompute from the record."""
+    recalls = world.get("recalls", [])
     log = world.get("memory_log", [])
     tokens = sum(int(s["reply"].get("usage", {}).get("prompt_tokens", 0) or 0)
                  + int(s["reply"].get("usage", {}).get("completion_tokens", 0) or 0) for s in steps)
-    n_correct = sum(bool(r.get("correct")) for r in recalls)
     return {
-        "n_recalls": len(recalls), "n_correct": n_correct,
-        "accuracy": n_correct / len(recalls) if recalls else None,
-        "n_correct_exact": sum(bool(r.get("correct_exact")) for r in recalls),
-        "by_failure_mode": by_mode,
+        **recall_counts(world),
         "n_retrievals": len(world.get("retrievals", [])),
         "n_writes": sum(1 for e in log if e["source"] != "initial_fact"),
         "n_removed": sum(len(e["removed"]) for e in log),
@@ -101,38 +114,58 @@ def variant_of(cell: dict[str, Any]) -> str:
 
 RECALL_COLUMNS = ["world_id", "cell_id", "cell_label", "model", "variant", "condition", "scoring", "script_id",
                   "domain", "repetition", "world_index", "seed", "valid", "failed", "simulated", "turn", "role",
-                  "route", "failure_mode", "target_fact_id", "correct", "correct_exact", "matched", "partial_score",
-                  "judge_verdict", "rule_verdict", "rule_reason", "given_kind", "given_value", "truth_rank",
+                  "route", "failure_mode", "target_fact_id", "correct", "outcome", "hedged", "correct_exact", "matched",
+                  "partial_score", "judge_verdict", "rule_verdict", "rule_reason", "given_kind", "given_value", "truth_rank",
                   "top_entry_correct", "n_in_context", "own_turns", "answer", "ground_truth"]
 
 
 def recall_scores(r: dict[str, Any]) -> dict[str, Any]:
-    """``matched`` and ``partial_score`` of a recall record, and the rule judge's
-    ruling on its answer: as recorded where the record has them, recomputed from
-    the answer and accepted answers where it does not (records of older runs)."""
+    """``matched`` and ``partial_score`` of a recall record and the rule judge's ruling
+    on its answer, computed from the answer and accepted answers by today's rules (a
+    record's own ``matched`` and ``partial_score`` may predate them: numbers read as
+    numbers, no partial credit for another number), so old and new runs score alike."""
     from workbench.worlds.recall.scoring import judge_rule, score_answer
 
     answer, truth = r.get("answer"), list(r.get("ground_truth") or [])
-    out: dict[str, Any] = {}
-    if "matched" in r and "partial_score" in r:
-        out["matched"], out["partial_score"] = r["matched"], r["partial_score"]
-    else:
-        scored = score_answer(answer, truth)
-        out["matched"], out["partial_score"] = scored["matched"], scored["partial_score"]
+    scored = score_answer(answer, truth)
     ruling = judge_rule(answer, truth)
-    out["rule_verdict"], out["rule_reason"] = ruling.verdict, ruling.reason
-    return out
+    return {"matched": scored["matched"], "partial_score": scored["partial_score"], "rule_verdict": ruling.verdict,
+            "rule_reason": ruling.reason}
+
+
+def recall_hits(world: dict[str, Any]) -> dict[tuple[Any, Any], list[dict[str, Any]]]:
+    """The entries retrieved for each recall of a world, by (turn, agent)."""
+    return {(x.get("turn"), x.get("agent")): x["hits"] for x in world.get("retrievals") or []
+            if x.get("purpose", "recall") == "recall" and isinstance(x.get("hits"), list)}
+
+
+def truth_rank(recall: dict[str, Any], hits: list[dict[str, Any]] | None) -> tuple[int | None, bool]:
+    """(rank of the first retrieved entry that states an accepted answer, whether the top
+    entry does), by today's exact rule over the recorded hits; as recorded where the
+    record kept no hits (no memory)."""
+    from workbench.worlds.recall.scoring import exact_match
+
+    if hits is None:
+        rank = recall.get("truth_rank")
+        return (None if rank is None else int(rank)), bool(recall.get("top_entry_correct"))
+    truth = list(recall.get("ground_truth") or [])
+    right = [h for h in hits if exact_match(h.get("text"), truth)]
+    return (int(right[0]["rank"]) if right else None), bool(hits) and exact_match(hits[0].get("text"), truth)
 
 
 def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per recall of every finished world. Besides what the record holds:
-    ``matched`` and ``partial_score`` (see :func:`recall_scores`), ``rule_verdict``
-    and ``rule_reason`` (the offline rule judge on the answer, for every recall,
-    whatever the cell's scoring) and, for failed recalls, ``given_kind`` and
-    ``given_value`` (which value the answer gave: :func:`scoring.given_value`)."""
+    """One row per recall of every finished world, scored again from the record by
+    today's rules (:func:`outcomes.rescore`), so old runs read as new ones: ``correct``
+    (the cell's verdict, not hedged), ``outcome`` (``correct`` or the kind of failure,
+    one of :data:`outcomes.OUTCOMES`), ``hedged``, ``correct_exact``, ``matched`` and
+    ``partial_score`` (see :func:`recall_scores`), ``rule_verdict`` and ``rule_reason``
+    (the offline rule judge on the answer, for every recall, whatever the cell's
+    scoring), ``truth_rank`` and ``top_entry_correct`` (over the recorded hits) and,
+    for failed recalls, ``given_kind`` and ``given_value`` (which value the answer
+    gave: :func:`outcomes.given_value`)."""
     import pandas as pd
 
-    from workbench.worlds.recall.scoring import given_value, world_statements
+    from workbench.worlds.recall.outcomes import given_value, rescore, world_statements
 
     rows = []
     for w in worlds:
@@ -146,20 +179,22 @@ def recall_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "world_index": w.get("world_index"), "seed": w.get("seed"), "valid": bool(w.get("valid")),
                 "failed": bool(w.get("failed")),
                 "simulated": all(_simulated(a["route"]) for a in w.get("agents", []))}
-        statements = None
+        statements = world_statements(w) if w.get("recalls") else []
+        hits = recall_hits(w)
         for r in w.get("recalls", []):
             judge = r.get("judge") or {}
+            scored = rescore(w, r, statements)
             given: dict[str, Any] = {"kind": None, "value": None}
-            if not r.get("correct"):
-                if statements is None:
-                    statements = world_statements(w)
-                given = given_value(w, r, statements)
+            if not scored.correct:
+                given = given_value(w, r, statements, scored)
+            rank, top = truth_rank(r, hits.get((r.get("turn"), r.get("agent"))))
             rows.append({**base, "turn": r["turn"], "role": r["role"], "route": r["route"],
                          "failure_mode": r["failure_mode"], "target_fact_id": r["target_fact_id"],
-                         "correct": bool(r.get("correct")), "correct_exact": bool(r.get("correct_exact")),
+                         "correct": scored.correct, "outcome": "correct" if scored.correct else given["kind"],
+                         "hedged": scored.hedged, "correct_exact": scored.correct_exact,
                          **recall_scores(r), "judge_verdict": judge.get("verdict"),
-                         "given_kind": given["kind"], "given_value": given["value"], "truth_rank": r.get("truth_rank"),
-                         "top_entry_correct": bool(r.get("top_entry_correct")),
+                         "given_kind": given["kind"], "given_value": given["value"], "truth_rank": rank,
+                         "top_entry_correct": top,
                          "n_in_context": len(r["context"]["entry_ids"]), "own_turns": len(r["context"]["own_turns"]),
                          "answer": r.get("answer"), "ground_truth": " | ".join(r["ground_truth"])})
     return _lift_shared_variant(pd.DataFrame(rows, columns=RECALL_COLUMNS))
@@ -185,21 +220,38 @@ def _rate(k: int, n: int) -> dict[str, Any]:
     return {"k": k, "n": n, "k/n": f"{k}/{n}", "rate": (k / n) if n else float("nan"), "low": low, "high": high}
 
 
+_HEDGED_COLUMNS = ["hedged:k/n", "hedged:k", "hedged:rate", "hedged:low", "hedged:high"]
+
+
+def _hedged_rate(k: int, n: int) -> dict[str, Any]:
+    """The hedged recalls as a rate group (``X:k/n``, ``X:low``, ``X:high``: what the
+    report shows as one rate phrase)."""
+    r = _rate(k, n)
+    return {"hedged:k/n": r["k/n"], "hedged:k": k, "hedged:rate": r["rate"], "hedged:low": r["low"],
+            "hedged:high": r["high"]}
+
+
 def accuracy_table(frame: pd.DataFrame, by: list[str], metric: str = "correct") -> pd.DataFrame:
     """k/n of ``metric`` over recalls of valid worlds per group, Wilson interval, and
-    the same over all worlds in ``all``; for accuracy, beside it the mean
-    ``partial_score`` over the same recalls (a descriptive mean, no interval)."""
+    the same over all worlds in ``all``; for accuracy, beside it the rate of hedged
+    recalls among the same (``hedged:k/n`` with its Wilson interval: an accepted value
+    and a stale one both stated, counted wrong, so a reader sees how much of the
+    shortfall is hedging) and the mean ``partial_score`` (a descriptive mean, no
+    interval)."""
     import pandas as pd
 
     rows = []
     partial = metric == "correct" and "partial_score" in frame.columns
+    hedged = metric == "correct" and "hedged" in frame.columns
+    extra = [*(_HEDGED_COLUMNS if hedged else []), *(["mean partial_score"] if partial else [])]
     if frame.empty:
-        return pd.DataFrame(columns=[*by, "k", "n", "k/n", "rate", "low", "high", "all",
-                                     *(["mean partial_score"] if partial else [])])
+        return pd.DataFrame(columns=[*by, "k", "n", "k/n", "rate", "low", "high", "all", *extra])
     for key, g in frame.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         v = g[g["valid"]]
         row = {**dict(zip(by, key)), **_rate(int(v[metric].sum()), len(v)), "all": f"{int(g[metric].sum())}/{len(g)}"}
+        if hedged:
+            row.update(_hedged_rate(int(v["hedged"].sum()), len(v)))
         if partial:
             row["mean partial_score"] = float(v["partial_score"].mean()) if len(v) else float("nan")
         rows.append(row)
@@ -248,19 +300,20 @@ def condition_differences(frame: pd.DataFrame, reference: str | None = None) -> 
 
 
 def world_frame(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """One row per world: validity, accuracy and memory activity."""
+    """One row per world: validity, accuracy (re-scored from the record, see
+    :func:`recall_counts`) and memory activity."""
     import pandas as pd
 
     rows = []
     for w in worlds:
         if w.get("world_kind") != "recall":
             continue
-        m = w.get("metrics") or world_row(w, [])
+        m = {**(w.get("metrics") or world_row(w, [])), **recall_counts(w)}  # recall counts by today's rules
         rows.append({"world_id": w["world_id"], "cell_id": w["cell_id"], "cell_label": w.get("cell_label"),
                      "model": model_of(w), "condition": w["cell"].get("condition"),
                      "script_id": w["script"]["script_id"], "domain": w["script"]["domain"],
                      "repetition": w.get("repetition"), "valid": bool(w.get("valid")), "failed": bool(w.get("failed")),
-                     **{k: m.get(k) for k in ("n_recalls", "n_correct", "accuracy", "n_retrievals", "n_writes",
+                     **{k: m.get(k) for k in ("n_recalls", "n_correct", "n_hedged", "accuracy", "n_retrievals", "n_writes",
                                                "n_removed", "n_refused", "truth_retrieved", "truth_top", "steps",
                                                "tokens")}})
     return pd.DataFrame(rows)
@@ -341,15 +394,15 @@ def judge_disagreements(frame: pd.DataFrame) -> pd.DataFrame:
     return out[cols] if not out.empty else pd.DataFrame(columns=cols)
 
 
-GIVEN_COLUMNS = ["anchored", "stale", "lower-authority", "other", "no value"]
+GIVEN_COLUMNS = list(GIVEN_KINDS)  # hedged, anchored, stale, lower-authority, other, no value
 
 
 def given_values(frame: pd.DataFrame) -> pd.DataFrame:
     """Failed recalls of valid worlds per cell and failure mode, counted by which value
-    the answer gave (:func:`scoring.given_value`): anchored (said by two or more
-    agents), stale (superseded later), lower-authority (its most senior speaker ranks
-    below the truth's), other, no value. Each failed recall counts once, under the
-    first of those that holds."""
+    the answer gave (:func:`outcomes.given_value`): hedged (the accepted value and a
+    stale one both), anchored (said by two or more agents), stale (superseded later),
+    lower-authority (its most senior speaker ranks below the truth's), other, no
+    value. Each failed recall counts once, under the first of those that holds."""
     import pandas as pd
 
     cols = ["model", "variant", "failure_mode", "condition", "failed", *GIVEN_COLUMNS]
@@ -479,7 +532,7 @@ def units(records: Any) -> Any:
 
     return Units(frame=recall_frame(records.worlds), pair_on=("script_id", "repetition", "turn"), metric="correct",
                  unit="recalls", seed="seed", references={"condition": "naive"},
-                 metrics=("correct", "correct_exact", "top_entry_correct"))
+                 metrics=("correct", "hedged", "correct_exact", "top_entry_correct"))
 
 
 def _pct(k: int, n: int) -> str:
@@ -499,7 +552,8 @@ def _cell_order(w: dict[str, Any]) -> tuple[Any, ...]:
 
 def summary_text(worlds: list[dict[str, Any]]) -> str:
     """The per-cell table ``workbench run`` prints: worlds, validity, recall accuracy
-    over valid worlds with Wilson intervals, overall and per failure mode. A cell is
+    over valid worlds with Wilson intervals, overall and per failure mode, and the
+    recalls that hedged (stated the accepted value and a stale one: wrong). A cell is
     named by its label when the study gave one, else by model, condition and the
     settings that tell it from the other cells (those every cell shares are said
     once, below), so that no two rows read alike. A cell scored by a judge gets a
@@ -519,13 +573,15 @@ def summary_text(worlds: list[dict[str, Any]]) -> str:
             variant = variants.get(cid, variant_of(cell))
             labels[cid] = " · ".join(x for x in (model_of(ws[0]), str(cell.get("condition")), variant) if x)
     width = min(90, max([4, *(len(x) for x in labels.values())]))
-    head = f"{'cell':<{width}} {'worlds':>6} {'valid':>5}  {'accuracy':<26}" + "".join(f" {m:<26}" for m in MODES)
+    head = (f"{'cell':<{width}} {'worlds':>6} {'valid':>5}  {'accuracy':<26} {'hedged':>7}"
+            + "".join(f" {m:<26}" for m in MODES))
     lines.append(head)
     for cid, ws in by_cell.items():
         label = labels[cid] if len(labels[cid]) <= width else labels[cid][: width - 1] + "…"
         g = f[(f["cell_id"] == cid) & f["valid"]] if not f.empty else f
         row = f"{label:<{width}} {len(ws):>6} {sum(bool(w['valid']) for w in ws):>5}  "
         row += f"{_pct(int(g['correct'].sum()), len(g)) if len(g) else '—':<26}"
+        row += f" {f'{int(g.hedged.sum())}/{len(g)}' if len(g) else '—':>7}"
         for m in MODES:
             gm = g[g["failure_mode"] == m] if len(g) else g
             row += f" {_pct(int(gm['correct'].sum()), len(gm)) if len(gm) else '—':<26}"
@@ -542,7 +598,8 @@ def summary_text(worlds: list[dict[str, Any]]) -> str:
         lines.append(f"Judge vs exact match, {labels[cid]}: agree on {yy + nn}/{len(g)} recalls (judge only right "
                      f"{jn}, exact only right {ny}), Cohen's kappa "
                      + ("undefined (one verdict throughout)" if kappa != kappa else f"{kappa:.2f}") + ".")
-    lines.append("Accuracy: recalls of valid worlds, 95% Wilson intervals; no multiple-comparison correction.")
+    lines.append("Accuracy: recalls of valid worlds, 95% Wilson intervals; no multiple-comparison correction. "
+                 "Hedged: answers stating the accepted value and a stale one (counted wrong).")
     return "\n".join(lines)
 
 
@@ -555,8 +612,9 @@ def _short(text: Any, n: int = 90) -> str:
 def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: TextIO, full: bool = False) -> None:
     """``workbench replay DIR --world ID``: the script, then every turn with what was
     written, retrieved and answered (with exact match's matched answer and partial
-    score, the rule judge's reading and, for a failed recall, the value it gave)."""
-    from workbench.worlds.recall.scoring import given_value
+    score, the rule judge's reading, the outcome by today's rules (and the recorded
+    verdict where that differs) and, for a failed recall, the value it gave)."""
+    from workbench.worlds.recall.outcomes import given_value, rescore, world_statements
 
     s = world["script"]
     r = world["retrieval"]
@@ -577,6 +635,7 @@ def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: Text
     retr = {(x["turn"], x["agent"]): x for x in world["retrievals"] if x.get("purpose", "recall") == "recall"}
     conflicts = world.get("conflicts") or []
     recalls = {x["turn"]: x for x in world["recalls"]}
+    statements = world_statements(world)
     for e in writes.get(0, []):
         out.write(f"  fact {e['fact_id']}: {_short(e['text'])} (authority {e['authority']})\n")
     out.write("--- turns ---\n")
@@ -605,12 +664,15 @@ def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: Text
             out.write(f"      own turns in context: {rc.get('context', {}).get('own_turns')}\n")
             verdict = rc.get("judge")
             scores = recall_scores(rc) if rc else {}
+            scored = rescore(world, rc, statements) if rc else None
+            correct = scored.correct if scored else rc.get("correct")
             out.write(f"      answer: {_short(rc.get('answer'), 70)}  expected {rc.get('ground_truth')}  "
-                      f"correct {rc.get('correct')}" + (f" (judge {verdict['verdict']})" if verdict else "")
+                      f"correct {correct}" + (f" (judge {verdict['verdict']})" if verdict else "")
+                      + (f" (recorded {rc.get('correct')})" if rc and bool(rc.get("correct")) != correct else "")
                       + (f"  matched {scores['matched']!r} partial {scores['partial_score']}  rule judge "
                          f"{scores['rule_reason']}" if scores else "") + "\n")
-            if rc and not rc.get("correct"):
-                g = given_value(world, rc)
+            if rc and scored and not scored.correct:
+                g = given_value(world, rc, statements, scored)
                 out.write(f"      value given: {g['kind']}" + (f" ({g['value']})" if g["value"] else "")
                           + (f", said before by {', '.join(g['said_by'])}" if g["said_by"] else "") + "\n")
     if full:

@@ -1,13 +1,15 @@
-"""Scoring a recall: normalised exact (substring) match against the accepted
-answers, and reading a judge's verdict. Pure functions of text, so the
-metrics can re-score recorded answers without any model."""
+"""Scoring a recall's answer text: exact match against the accepted answers (whole
+words, numbers compared as numbers), partial credit, the offline rule judge and
+reading a judge's verdict. Pure functions of text; what a recorded recall came to
+(correct, hedged, which wrong value) is :mod:`workbench.worlds.recall.outcomes`."""
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
-from typing import Any
 
 _PUNCT = re.compile(r"[^\w\s]")
 _SPACE = re.compile(r"\s+")
@@ -32,54 +34,190 @@ def answer_text(reply_text: str | None) -> str | None:
     return t or None
 
 
-def exact_match(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -> bool:
-    """True when some accepted answer, normalised, occurs in the normalised answer as a
-    run of whole words ("5 mg" is not found in "25 mg"). The same rule by which the
-    script loader checks that every recall is answerable, so the two never disagree."""
-    from workbench.worlds.recall.scripts import answer_matches
+# -- exact match: words as words, numbers as numbers ------------------------------------------
+# Substring matching on normalised words took the "." of "3.5%" and the "," of "$1,240,000" for
+# word breaks, so "5% of NAV" was found in "3.5% of NAV" and "240,000" in "$1,240,000". An answer
+# is read instead as a run of tokens: a number with its sign, decimals, thousands separators,
+# scale ("$5m", "5 million") and unit ("%", "percent", "per cent", "pct", "bps", "mg", "days",
+# a currency) is one token, compared by value; a clock time ("07:15") is one token; a month
+# name is a month ("Jul" is "July"); any other run of letters and digits is a word. Dates stay
+# a month and numbers in their order ("July 22, 2026"), so "22 July 2026" is a paraphrase for
+# the judges, not an exact match.
+_MONTH_NUMBERS = {m: i + 1 for i, m in enumerate(["january", "february", "march", "april", "may", "june", "july",
+                                                  "august", "september", "october", "november", "december"])}
+_MONTH_NUMBERS.update({**{m[:3]: i for m, i in _MONTH_NUMBERS.items()}, "sept": 9})
+_SCALE_WORDS = {"thousand": 3, "k": 3, "million": 6, "mn": 6, "m": 6, "billion": 9, "bn": 9, "b": 9,
+                "trillion": 12}
+_UNIT_FORMS: dict[str, tuple[str, ...]] = {  # canonical unit: its spellings
+    "%": ("%", "percent", r"per\s+cent", "pct"),
+    "bps": ("bps", "bp", r"basis\s+points?"),
+    "mg/kg": ("mg/kg",), "mg/l": ("mg/l",), "mg/dl": ("mg/dl",), "mg/day": ("mg/day",),
+    "mg": ("mg", "milligrams?"), "mcg": ("mcg", "µg", "μg", "micrograms?"), "kg": ("kg", "kilograms?"),
+    "g": ("g", "grams?"), "mmol": ("mmol",), "ml": ("ml", "millilit(?:re|er)s?"), "l": ("l", "lit(?:re|er)s?"),
+    "units": ("units?", "iu"), "minutes": ("minutes?", "mins?"), "hours": ("hours?", "hrs?"), "days": ("days?",),
+    "weeks": ("weeks?",), "months": ("months?",), "years": ("years?", "yrs?"), "shares": ("shares?",),
+    "$": ("usd", "dollars?"), "€": ("eur", "euros?"), "£": ("gbp", "pounds?", "sterling"),
+}
+_UNIT_OF = [(re.compile(rf"(?:{form})\Z"), unit) for unit, forms in _UNIT_FORMS.items() for form in forms]
+_UNIT_RE = "|".join(sorted((f for forms in _UNIT_FORMS.values() for f in forms), key=len, reverse=True))
+_CURRENCY_SIGNS = {"$": "$", "€": "€", "£": "£", "usd": "$", "eur": "€", "gbp": "£"}
+_TOKEN = re.compile(
+    r"(?P<time>(?<![\w.:])(?P<hour>[01]?\d|2[0-3]):(?P<minute>[0-5]\d)(?![\w:]))"
+    r"|(?P<qty>(?<![\w.,])(?P<sign>[-+−])?(?:(?P<cur>[$€£])\s?|(?P<curw>usd|eur|gbp)\s?)?(?P<sign2>[-+−])?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d|,\d)|\d+(?:\.\d+)?)"
+    r"(?:\s*(?P<scale>" + "|".join(_SCALE_WORDS) + r")(?![^\W_]))?"
+    r"(?:\s*(?P<unit>" + _UNIT_RE + r")(?![^\W_]))?(?![^\W_]))"
+    r"|(?P<word>[^\W_]+)")
 
-    return bool(answer) and answer_matches(answer or "", ground_truth)
+
+@dataclass(frozen=True)
+class Token:
+    """One token of an answer: ``kind`` word, num, time or month; a number's ``value``
+    (exact decimal, scale applied; a month's number) and canonical ``unit`` ("" when
+    none is stated)."""
+
+    kind: str
+    text: str
+    value: Decimal | None = None
+    unit: str = ""
+
+
+def _unit_name(raw: str | None) -> str:
+    if not raw:
+        return ""
+    raw = " ".join(raw.split())
+    return next((unit for pattern, unit in _UNIT_OF if pattern.match(raw)), raw)
+
+
+def _quantity(m: re.Match[str]) -> Token:
+    """A number token from a match of :data:`_TOKEN`: sign and scale folded into the value,
+    a currency sign or word into the unit ("$5 million" is "5 million dollars")."""
+    value = Decimal(m.group("num").replace(",", ""))
+    if (m.group("sign") or m.group("sign2")) in ("-", "−"):
+        value = -value
+    if m.group("scale"):
+        value = value.scaleb(_SCALE_WORDS[m.group("scale")])
+    unit = _unit_name(m.group("unit"))
+    currency = _CURRENCY_SIGNS.get(m.group("cur") or m.group("curw") or "", "")
+    if currency and unit not in _CURRENCY_SIGNS.values():
+        unit = f"{currency}{unit}"
+    return Token("num", f"{value.normalize():f}|{unit}", value, unit)
+
+
+@lru_cache(maxsize=65536)
+def tokens(text: str) -> tuple[Token, ...]:
+    """``text`` as exact matching reads it: case, accents and punctuation dropped, numbers
+    as values with their units ("$1.2 million" and "1,200,000 dollars" are one token,
+    "3.5%" is never "5%"), clock times as times, everything else as words."""
+    t = unicodedata.normalize("NFKD", text)
+    t = "".join(c for c in t if not unicodedata.combining(c)).lower()
+    out: list[Token] = []
+    for m in _TOKEN.finditer(t):
+        if m.group("time"):
+            out.append(Token("time", f"{int(m.group('hour')):02d}:{m.group('minute')}"))
+        elif m.group("qty"):
+            out.append(_quantity(m))
+        elif m.group("word") in _MONTH_NUMBERS:
+            out.append(Token("month", m.group("word"), Decimal(_MONTH_NUMBERS[m.group("word")])))
+        else:
+            out.append(Token("word", m.group("word")))
+    return tuple(out)
+
+
+def _token_meets(have: Token, need: Token) -> bool:
+    """An answer's token against an accepted answer's: words and times alike; numbers equal
+    in value, and in unit where the accepted answer states one ("5" is not "5%" when "5%"
+    is what was accepted; "5%" meets an accepted bare "5", whose author left the unit open)."""
+    if have.kind != need.kind:
+        return False
+    if need.kind in ("word", "time"):
+        return have.text == need.text
+    return have.value == need.value and (not need.unit or have.unit == need.unit)
+
+
+def _occurs(need: tuple[Token, ...], hay: tuple[Token, ...]) -> bool:
+    """Whether ``need`` occurs in ``hay`` as a contiguous run (a whole token each: 5 is not
+    found in 15.5, nor "5 mg" in "25 mg")."""
+    n = len(need)
+    return any(all(_token_meets(hay[i + j], need[j]) for j in range(n)) for i in range(len(hay) - n + 1))
+
+
+def exact_match(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -> bool:
+    """True when some accepted answer occurs in the answer as a run of whole tokens, numbers
+    compared as numbers (see :func:`tokens`); the recorded ``correct_exact``, and what the
+    metrics re-score old records by."""
+    return matched_answer(answer, ground_truth) is not None
 
 
 def matched_answer(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -> str | None:
     """The accepted answer that the exact rule found in ``answer`` (the first, in the
     script's order); None when none was found."""
-    from workbench.worlds.recall.scripts import answer_matches
-
     if not answer:
         return None
-    return next((a for a in ground_truth if answer_matches(answer, [a])), None)
+    hay = tokens(answer)
+    return next((a for a in ground_truth if tokens(a) and _occurs(tokens(a), hay)), None)
 
 
-def _tokens(text: str) -> list[str]:
-    from workbench.worlds.recall.scripts import normalise_answer
+def _stated(have: tuple[Token, ...], need: Token) -> list[Token]:
+    """The answer's tokens that state a number, time or month of an accepted answer: the
+    same value, in the accepted unit or with no unit (a bare "5" states the 5 of "5%")."""
+    if need.kind == "time":
+        return [h for h in have if h.kind == "time" and h.text == need.text]
+    return [h for h in have if h.kind == need.kind and h.value == need.value
+            and (not h.unit or not need.unit or h.unit == need.unit)]
 
-    return normalise_answer(text).split()
+
+def _in_place_of(have: Token, need: Token) -> bool:
+    """Whether an answer's number, time or month could stand where ``need`` is missing:
+    same kind, and for numbers a unit that agrees or is left out ("10 percent" for "8
+    percent", "March" for "June"; not "4 hours" for "5 mg")."""
+    if have.kind != need.kind:
+        return False
+    return not have.unit or not need.unit or have.unit == need.unit
+
+
+def _share(have: tuple[Token, ...], need: tuple[Token, ...]) -> float:
+    """One accepted answer's partial credit (see :func:`partial_score`)."""
+    words = Counter(t.text for t in have if t.kind == "word")
+    need_words = Counter(t.text for t in need if t.kind == "word")
+    valued = [t for t in need if t.kind != "word"]
+    got = sum(min(n, words[w]) for w, n in need_words.items())
+    total = sum(need_words.values())
+    if valued:
+        stated = {i: _stated(have, t) for i, t in enumerate(valued)}
+        missing = [t for i, t in enumerate(valued) if not stated[i]]
+        numbers = [i for i, t in enumerate(valued) if t.kind != "month"]
+        if not any(stated.values()) or (numbers and not any(stated[i] for i in numbers)):
+            return 0.0  # none of the accepted answer's numbers: nothing to credit the words for
+        matched = {h for hs in stated.values() for h in hs}
+        if any(_in_place_of(h, t) for t in missing for h in have if h.kind != "word" and h not in matched):
+            return 0.0  # another number where one is missing: a wrong value, not a partial one
+        total += len(valued) + sum(bool(t.unit) for t in valued)
+        got += len(valued) - len(missing)
+        got += sum(1 for i, t in enumerate(valued) if t.unit and any(h.unit == t.unit for h in stated[i]))
+    return got / total if total else 0.0
 
 
 def partial_score(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -> float:
-    """The best share, over the accepted answers, of an accepted answer's normalised
-    words that occur in the answer (each word counted as often as the accepted answer
-    has it): 1.0 when one accepted answer's words are all there (so always when the
-    exact rule matches), 0.0 for no answer. "September 30, 2026" against "October 7,
-    2026" scores 1/3 (the year)."""
+    """The best, over the accepted answers, share of an accepted answer's tokens that the
+    answer holds (a number with a unit counts twice: the number and its unit; a word as
+    often as the accepted answer has it). Credit goes to the right number with its unit
+    or other words missing ("5 of NAV" for "5% of NAV": 3/4; "July 22" for "July 22,
+    2026": 2/3), never to another number: an answer that states none of an accepted
+    answer's numbers, or states another number, time or month where one is missing,
+    scores 0 against it ("10 percent" for "8 percent", "September 30, 2026" and "March
+    22, 2026" for "July 22, 2026"). 1.0 whenever exact match holds; 0.0 for no answer."""
     if not answer:
         return 0.0
-    from collections import Counter
-
-    have = Counter(_tokens(answer))
-    best = 0.0
-    for acc in ground_truth:
-        need = Counter(_tokens(acc))
-        total = sum(need.values())
-        if total:
-            best = max(best, sum(min(n, have[w]) for w, n in need.items()) / total)
-    return round(best, 6)
+    have = tokens(answer)
+    return round(max((_share(have, tokens(a)) for a in ground_truth), default=0.0), 6)
 
 
 def score_answer(answer: str | None, ground_truth: list[str] | tuple[str, ...]) -> dict[str, object]:
     """The exact-match fields of one recall record: ``correct_exact``, ``matched``
-    (the accepted answer found, or None) and ``partial_score`` (see :func:`partial_score`)."""
+    (the accepted answer found, or None) and ``partial_score`` (see :func:`partial_score`).
+    An answer that also states a stale value is scored here like any other: whether it
+    hedged needs the world record (see :func:`rescore`)."""
     matched = matched_answer(answer, ground_truth)
     score = 1.0 if matched is not None else partial_score(answer, ground_truth)
     return {"correct_exact": matched is not None, "matched": matched, "partial_score": score}
@@ -193,7 +331,7 @@ def _canonical_values(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def _same_value(have: str, need: str) -> bool:
+def same_value(have: str, need: str) -> bool:
     """A stated value against an accepted one: dates alike (an accepted date without a
     year is met by any year), numbers equal with the same unit (an answer that leaves
     the unit out states the number; one with another unit states another quantity)."""
@@ -208,8 +346,21 @@ def _same_value(have: str, need: str) -> bool:
     return False
 
 
+_ANSWER_PUNCT = re.compile(r"[^\w\s]|_")
+
+
+def normalise_answer(text: str) -> str:
+    """Lower case, punctuation as spaces, single spaces: the reference form in which
+    ground truth is looked for (``"$1,250,000"`` -> ``"1 250 000"``)."""
+    return _SPACE.sub(" ", _ANSWER_PUNCT.sub(" ", text.lower())).strip()
+
+
+def _words(text: str) -> list[str]:
+    return normalise_answer(text).split()
+
+
 def _content_words(text: str) -> set[str]:
-    return {w for w in _tokens(text) if len(w) > 2 or w.isdigit()}
+    return {w for w in _words(text) if len(w) > 2 or w.isdigit()}
 
 
 @dataclass(frozen=True)
@@ -244,7 +395,7 @@ def _judge_rule(answer: str | None, accepted: tuple[str, ...]) -> Ruling:
         need = canonical_values(acc)
         if need:
             valued = True
-            if all(any(_same_value(h, n) for h in have) for n in need):
+            if all(any(same_value(h, n) for h in have) for n in need):
                 return Ruling(True, "same" if exact else "paraphrase")
         else:
             words = _content_words(acc)
@@ -255,130 +406,3 @@ def _judge_rule(answer: str | None, accepted: tuple[str, ...]) -> Ruling:
     if exact:
         return Ruling(False, "near miss")
     return Ruling(False, "wrong value" if have else "no value")
-
-
-# -- which value a failed recall gave --------------------------------------------------------
-GIVEN_KINDS = ("anchored", "stale", "lower-authority", "other", "no value")
-_NOT_AGENTS = frozenset({"record", "user", "judge"})
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One thing said in a world before a recall: an initial fact, a memory write, a
-    turn's content or an agent's reply."""
-
-    turn: int
-    author: str
-    authority: float | None
-    fact_id: str | None
-    text: str
-    values: frozenset[str]
-
-
-def recorded_values(value: Any) -> set[str]:
-    """The dates and quantities of a value the world recorded for a statement: its
-    canonical ``date:``/``num:`` tokens when it is in canonical form (the world's
-    rule writes them space-separated, names as ``name:...``), else those read from
-    it as text (a script's declared value such as "July 22, 2026"); empty for none
-    or a name."""
-    if not isinstance(value, str) or not value.strip():
-        return set()
-    if value.startswith(("date:", "num:", "name:")):
-        return {t for t in value.split() if t.startswith(("date:", "num:"))} if not value.startswith("name:") else set()
-    return canonical_values(value)
-
-
-def world_statements(world: dict[str, Any]) -> list[Statement]:
-    """Every statement a world record holds, once each: the initial facts (turn 0, by
-    the record), memory writes (refused ones too: they were said), turn contents
-    (where the record keeps them) and agents' replies (a recall's answer tagged with
-    the recall's target fact). A statement's values are the dates and quantities of
-    the value the world recorded for it, where it recorded one (the value it
-    asserts: "moved from July 8 to July 22" asserts July 22), else those its text
-    holds."""
-    authority = {a.get("role"): a.get("authority") for a in world.get("agents", [])}
-    out: list[Statement] = []
-    seen: set[tuple[int, str, str]] = set()
-
-    def add(turn: Any, author: Any, auth: Any, fact_id: Any, text: Any, value: Any = None) -> None:
-        if not isinstance(text, str) or not text.strip():
-            return
-        key = (int(turn or 0), str(author), normalise(text))
-        if key in seen:
-            return
-        seen.add(key)
-        recorded = recorded_values(value)
-        values = recorded or canonical_values(text)
-        out.append(Statement(int(turn or 0), str(author), None if auth is None else float(auth),
-                             None if fact_id is None else str(fact_id), text, frozenset(values)))
-
-    for e in world.get("memory_log") or []:  # first: writes carry the value the world recorded
-        add(e.get("turn"), e.get("author_role"), e.get("authority"), e.get("fact_id"), e.get("text"), e.get("value"))
-    for f in (world.get("script") or {}).get("initial_facts") or []:
-        add(0, "record", f.get("authority_level"), f.get("id"), f.get("text"), f.get("value"))
-    targets = {r.get("turn"): r.get("target_fact_id") for r in world.get("recalls") or []}
-    for t in world.get("turns") or []:
-        # a recall turn's reply (an answer other agents may hear) is about the recall's target fact
-        fact = t.get("fact_id") or (targets.get(t.get("turn")) if t.get("is_recall") else None)
-        if t.get("content"):
-            add(t.get("turn"), t.get("role"), authority.get(t.get("role")), fact, t["content"], t.get("value"))
-        if t.get("reply"):
-            add(t.get("turn"), t.get("role"), authority.get(t.get("role")), fact, t["reply"])
-    return out
-
-
-def _states(s: Statement, given: set[str], answer_norm: str) -> bool:
-    if given:
-        return any(_same_value(h, g) or _same_value(g, h) for h in s.values for g in given)
-    text = normalise(s.text)
-    return bool(text) and (text in answer_norm or answer_norm in text)
-
-
-def given_value(world: dict[str, Any], recall: dict[str, Any],
-                statements: list[Statement] | None = None) -> dict[str, Any]:
-    """Where the value of a recall's answer came from, judged from the world record:
-
-    - the *given* values: the dates and quantities the answer states that no accepted
-      answer states (for answers without such values: statements whose words the
-      answer repeats);
-    - the statements before the recall, about its target fact (all statements when
-      none is tagged with it), that state a given value, and those that state an
-      accepted value (the truth);
-    - flags: ``anchored`` (the given value was said by two or more agents),
-      ``stale`` (it was said before the last statement of the truth: superseded),
-      ``lower-authority`` (its most senior speaker ranks below the truth's);
-    - ``kind``: the first flag set, in that order, else ``other`` (a value nobody
-      said, or one the record cannot place), or ``no value`` (no answer, or one that
-      states no value and repeats no statement).
-
-    For correct recalls the kind is None. Pure: a function of the record only."""
-    accepted = list(recall.get("ground_truth") or [])
-    answer = recall.get("answer")
-    empty: dict[str, Any] = {"kind": None, "value": None, "anchored": False, "stale": False, "lower_authority": False,
-             "said_by": []}
-    if recall.get("correct"):
-        return empty
-    if not answer:
-        return {**empty, "kind": "no value"}
-    stmts = world_statements(world) if statements is None else statements
-    turn = int(recall.get("turn") or 0)
-    before = [s for s in stmts if s.turn < turn or s.turn == 0]
-    target = recall.get("target_fact_id")
-    about = [s for s in before if target is not None and s.fact_id == target] or before
-    need = set().union(*(canonical_values(a) for a in accepted)) if accepted else set()
-    given = {v for v in canonical_values(answer) if not any(_same_value(v, n) for n in need)}
-    truth = [s for s in about if judge_rule(s.text, accepted).verdict or exact_match(s.text, accepted)]
-    norm = normalise(answer)
-    said = [s for s in about if s not in truth and _states(s, given, norm)]
-    if not said and not given:
-        return {**empty, "kind": "no value" if not canonical_values(answer) else "other"}
-    agents = {s.author for s in said if s.author not in _NOT_AGENTS}
-    anchored = len(agents) >= 2
-    stale = bool(said) and bool(truth) and min(s.turn for s in said) < max(s.turn for s in truth)
-    said_auth = [s.authority for s in said if s.authority is not None]
-    truth_auth = [s.authority for s in truth if s.authority is not None]
-    lower = bool(said_auth) and bool(truth_auth) and max(said_auth) < max(truth_auth)
-    kind = "anchored" if anchored else "stale" if stale else "lower-authority" if lower else "other"
-    value = ", ".join(sorted(given)) if given else None
-    return {"kind": kind, "value": value, "anchored": anchored, "stale": stale, "lower_authority": lower,
-            "said_by": sorted({s.author for s in said})}

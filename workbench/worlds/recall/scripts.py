@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import glob as _glob
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from workbench.errors import UnknownNameError
 from workbench.inputs import InputFileError
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR
+from workbench.worlds.recall.scoring import exact_match, normalise_answer
 
 FAILURE_MODES: tuple[str, ...] = ("belief_asymmetry", "authority_collapse", "memory_anchoring")
 
@@ -115,21 +115,11 @@ def _drop_none_value(d: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- answer matching
 
-_PUNCT = re.compile(r"[^\w\s]|_")
-_SPACE = re.compile(r"\s+")
-
-
-def normalise_answer(text: str) -> str:
-    """Lower case, punctuation as spaces, single spaces: the reference form in which
-    ground truth is looked for (``"$1,250,000"`` -> ``"1 250 000"``)."""
-    return _SPACE.sub(" ", _PUNCT.sub(" ", text.lower())).strip()
-
-
 def answer_matches(text: str, accepted: Iterable[str]) -> bool:
-    """Whether one accepted answer occurs in ``text`` as a run of whole words after
-    normalisation; whole words so that "5 mg" is not found inside "25 mg"."""
-    hay = f" {normalise_answer(text)} "
-    return any(f" {normalise_answer(a)} " in hay for a in accepted if normalise_answer(a))
+    """Whether one accepted answer occurs in ``text`` by the rule recalls are scored with
+    (:func:`workbench.worlds.recall.scoring.exact_match`: numbers read as numbers, so "5 mg"
+    is not found in "25 mg" nor in "5.5 mg")."""
+    return exact_match(text, list(accepted))
 
 
 # ---------------------------------------------------------------- validation

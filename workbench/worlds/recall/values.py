@@ -121,6 +121,12 @@ _CANONICAL = re.compile(r"^(date|num|name):\S")
 _NONE = re.compile(r"(?i)^\W*(none|no value|n/?a|unknown)\W*$")
 
 
+def without_old(text: str) -> str:
+    """``text`` less the phrases that name a value as the old one ("was July 8", "not
+    $180,000", "(previously 3%)", "from 3% to 5%"): what a statement leaves standing."""
+    return _OLD.sub(" ", text)
+
+
 def _scored_values(text: str) -> set[str]:
     """The canonical dates and quantities of the scoring module (the forms the report's
     value attribution reads): ``date:2026-07-22``, ``num:180000|$``."""
@@ -144,7 +150,7 @@ def rule_value(text: str | None) -> str | None:
                 break
         vals = _scored_values(clause)
         if len(vals) > 1:  # "July 29, not July 22", "(was September 30)": the old value is said as old
-            current = _scored_values(_OLD.sub(" ", clause))
+            current = _scored_values(without_old(clause))
             vals = current or vals
     if vals:
         return VALUE_SEP.join(sorted(vals))

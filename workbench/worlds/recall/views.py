@@ -69,20 +69,27 @@ def accuracy_figure(frame: pd.DataFrame, title: str = "Recall accuracy by failur
 # -- one world ----------------------------------------------------------------------------
 def turn_timeline(world: dict[str, Any]) -> go.Figure:
     """Turns on x, roles on y: statements, memory writes (with invalidations) and
-    recalls (green right, red wrong); hover shows the text, escaped."""
+    recalls (green right, orange hedged, red wrong; re-scored from the record by the
+    current rules); hover shows the text, escaped."""
+    from workbench.worlds.recall.outcomes import rescore, world_statements
+
     roles = ["user"] + [a["role"] for a in world["agents"] if a["agent"] != "judge"]
     writes: dict[int, list[dict[str, Any]]] = {}
     for e in world["memory_log"]:
         writes.setdefault(e["turn"], []).append(e)
     recalls = {r["turn"]: r for r in world["recalls"]}
-    xs: dict[str, list[Any]] = {k: [] for k in ("statement", "write", "recall-right", "recall-wrong", "invalidation")}
+    statements = world_statements(world)
+    xs: dict[str, list[Any]] = {k: [] for k in ("statement", "write", "recall-right", "recall-hedged", "recall-wrong",
+                                                "invalidation")}
     ys: dict[str, list[Any]] = {k: [] for k in xs}
     hover: dict[str, list[str]] = {k: [] for k in xs}
     for t in world["turns"]:
         lines = [f"turn {t['turn']} · {esc_plot(t['role'])}"]
         if t["is_recall"]:
             r = recalls.get(t["turn"], {})
-            key = "recall-right" if r.get("correct") else "recall-wrong"
+            scored = rescore(world, r, statements) if r else None
+            key = ("recall-right" if scored and scored.correct else "recall-hedged" if scored and scored.hedged
+                   else "recall-wrong")
             lines += [f"[{esc_plot(r.get('failure_mode'))}] {esc_plot(r.get('query'), 120)}",
                       f"answer: {esc_plot(r.get('answer'), 160)}",
                       f"expected: {esc_plot(' | '.join(r.get('ground_truth', [])), 120)}"]
@@ -102,7 +109,8 @@ def turn_timeline(world: dict[str, Any]) -> go.Figure:
                 hover["invalidation"].append(plot_lines([f"turn {t['turn']}: removed entry {x['entry_id']} by "
                                                          f"{esc_plot(x['author_role'])}", esc_plot(x["text"], 160)]))
     style = {"statement": ("circle-open", "#7f7f7f", 10), "write": ("square", "#ff7f0e", 11),
-             "recall-right": ("star", "#2ca02c", 16), "recall-wrong": ("x", "#d62728", 14),
+             "recall-right": ("star", "#2ca02c", 16), "recall-hedged": ("diamond", "#ff9900", 14),
+             "recall-wrong": ("x", "#d62728", 14),
              "invalidation": ("triangle-down", "#9467bd", 12)}
     fig = go.Figure()
     for key, (symbol, colour, size) in style.items():
@@ -169,10 +177,11 @@ def retrieval_ranks(world: dict[str, Any]) -> go.Figure:
 def context_html(world: dict[str, Any]) -> str:
     """Per recall: the retrieved entries shown (with scores), the agent's own earlier
     turns, the answer, what was expected, the verdicts (exact match with the accepted
-    answer it matched and the partial score, the cell's judge, the rule judge) and,
-    for a failed recall, which value it gave. Everything escaped."""
+    answer it matched and the partial score, the cell's judge, the rule judge), the
+    outcome by the current rules (right, hedged or wrong) and, for a failed recall,
+    which value it gave. Everything escaped."""
     from workbench.worlds.recall.metrics import recall_scores
-    from workbench.worlds.recall.scoring import given_value, world_statements
+    from workbench.worlds.recall.outcomes import given_value, rescore, world_statements
 
     e = esc_html
     by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"] if r.get("purpose", "recall") == "recall"}
@@ -180,19 +189,20 @@ def context_html(world: dict[str, Any]) -> str:
     statements = world_statements(world)
     out = ['<div style="font-family:system-ui,sans-serif;font-size:13px;max-width:1000px">']
     for rc in world["recalls"]:
-        ok = "right" if rc.get("correct") else "wrong"
-        colour = "#2ca02c" if rc.get("correct") else "#d62728"
+        scored = rescore(world, rc, statements)
+        ok = "right" if scored.correct else "hedged" if scored.hedged else "wrong"
+        colour = {"right": "#2ca02c", "hedged": "#ff9900"}.get(ok, "#d62728")
         out.append(f'<details open><summary><b>turn {e(rc["turn"])}</b> · {e(rc["role"])} · '
                    f'{e(rc["failure_mode"])} · <span style="color:{colour}">{ok}</span></summary>')
         scores = recall_scores(rc)
         ruling = f"rule judge {'correct' if scores['rule_verdict'] else 'incorrect'} ({scores['rule_reason']})"
         out.append(f"<p>Question: {e(rc['query'])}<br>Answer: <code>{e(rc.get('answer'))}</code><br>"
-                   f"Accepted: {e(' | '.join(rc['ground_truth']))} · exact match {e(rc.get('correct_exact'))}"
+                   f"Accepted: {e(' | '.join(rc['ground_truth']))} · exact match {e(scored.correct_exact)}"
                    f" (matched {e(scores['matched'] or 'none')}, partial score {e(scores['partial_score'])})"
                    + (f" · judge {e((rc.get('judge') or {}).get('verdict'))}" if rc.get("judge") else "")
                    + f" · {e(ruling)}")
-        if not rc.get("correct"):
-            g = given_value(world, rc, statements)
+        if not scored.correct:
+            g = given_value(world, rc, statements, scored)
             said = f", said before by {', '.join(g['said_by'])}" if g["said_by"] else ""
             out.append(f"<br>Value given: {e(g['kind'])}{e(' (' + g['value'] + ')' if g['value'] else '')}{e(said)}")
         out.append("</p>")
@@ -246,27 +256,34 @@ TITLES = {"by_condition": "Accuracy by condition", "by_mode_condition": "Accurac
           "failed_recalls": "Each failed recall and the value it gave",
           "memory": "Memory writes by origin; invalidations by type and action"}
 CAPTIONS = {
-    "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals. "
-                    "mean partial_score: the mean over the same recalls of the best share of an accepted answer's "
-                    "words found in the answer (1 when exact match finds it).",
+    "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals, "
+                    "every recall scored again from the record by the current rules (exact match reads numbers as "
+                    "numbers: 3.5 % is not 5 %, 15.5 is not 15). hedged: the share of the same recalls whose answer "
+                    "stated the accepted value and a stale one (a value said about the fact before, in its place), "
+                    "95 % Wilson interval; a hedged recall counts wrong, and is neither right nor stale. mean "
+                    "partial_score: the mean over the same recalls of the best share of an accepted answer's words "
+                    "and numbers found in the answer (1 when exact match finds it; 0 for an answer that gives "
+                    "another number).",
     "by_mode_condition": "One row per model setting, failure mode and condition: recalls of valid worlds, 95 % "
-                         "Wilson intervals; mean partial_score as in the table by condition.",
+                         "Wilson intervals; hedged and mean partial_score as in the table by condition.",
     "by_domain_mode_condition": "One row per model setting, script domain, failure mode and condition (recalls of "
-                                "valid worlds).",
+                                "valid worlds); hedged and mean partial_score as in the table by condition.",
     "differences": "One row per condition against the reference, per model setting and failure mode; Newcombe 95 % "
                    "interval; exact McNemar over recalls paired by script, repetition and turn; no correction.",
     "truth_top_ranked": "Recalls of valid worlds whose first retrieved entry states an accepted answer.",
     "judge_agreement": "One row per cell (model setting, variant, condition) and judge, over answered recalls of "
                        "valid worlds; never pooled across cells. judge: the cell's own judge (scoring: judge; its "
                        "recorded verdicts) or rule (the offline rule judge, re-scored from each answer: dates and "
-                       "quantities compared as values). Counts of the 2x2 table against exact match, the share "
+                       "quantities compared as values). Counts of the 2x2 table against exact match (re-scored by the current "
+                       "rules), the share "
                        "agreeing (95 % Wilson interval) and Cohen's kappa (blank when both gave one verdict throughout). paraphrase and "
                        "near miss: of the disagreements, those the rule reads as the accepted value in other words, "
                        "or as the accepted words with another date, number or unit.",
     "judge_disagreements": "Every answered recall of a valid world on which a judge and exact match disagree "
                            "(answers are model text, shown escaped).",
     "given_values": "Failed recalls of valid worlds per cell and failure mode, by the value the answer gave, read "
-                    "from the world record: anchored (said by two or more agents before the recall), stale (said "
+                    "from the world record: hedged (the accepted value and a stale one both, the answer not setting "
+                    "the stale one aside), anchored (said by two or more agents before the recall), stale (said "
                     "before the last statement of the accepted value: superseded), lower-authority (its most "
                     "senior speaker ranks below the accepted value's), other (a value no statement about the fact "
                     "gave), no value (no date or quantity, and no statement repeated). Each failed recall counts "
@@ -428,13 +445,15 @@ class RecallReport(RunReport):
                                lambda: display(self.table("truth_top_ranked")), applies=memory),
             "judges": Section(
                 "Judges against exact match",
-                "Each judge's verdicts against exact (normalised substring) match on the same answers, per cell. "
+                "Each judge's verdicts against exact match (whole words, numbers compared as numbers) on the same "
+                "answers, per cell. "
                 "The rule judge re-scores every answer offline; a cell scored by a judge also shows its own.",
                 self._show_judges, applies=bool(len(self.tables["judge_agreement"]))),
             "values": Section(
                 "Which value the failed recalls gave",
-                "For each failed recall, where its value came from in the world: repeated by several agents, "
-                "superseded, said by a less senior role, or none of these.",
+                "For each failed recall, where its value came from in the world: hedged (the accepted value and a "
+                "stale one both), repeated by several agents, superseded, said by a less senior role, or none of "
+                "these.",
                 self._show_values, applies=bool(len(self.tables["given_values"]))),
             "memory": Section(
                 "Memory writes and invalidations",
@@ -468,7 +487,7 @@ class RecallReport(RunReport):
         for w in worlds:
             label = w.get("cell_label") or w["cell_id"]
             show_figure(turn_timeline(w), f"Turns of world {w['world_id']} ({label}): statements, memory writes "
-                                          "and recalls (green right, red wrong).")
+                                          "and recalls (green right, orange hedged, red wrong).")
             show_figure(retrieval_ranks(w), f"The entries retrieved for each recall of world {w['world_id']}, by "
                                             "rank.")
         if worlds:

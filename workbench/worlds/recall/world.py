@@ -527,7 +527,7 @@ class RecallWorld:
             agents.append({"agent": JUDGE_SLOT, "role": JUDGE_SLOT, "route": self.cell.judge, "authority": None,
                            "system_prompt": None, "turns_voiced": 0, "recalls": 0, "model_returned": []})
         a, b, g = self.cell.weights()
-        return {
+        record = {
             "kind": "world", "world_kind": NAME, "world_id": self.world_id, "cell_id": self.cell_id,
             "run": self.run_no, "seed": self.seed, "cell": self.cell.model_dump(mode="json"),
             "script": {"script_id": s.script_id, "domain": s.domain, "path": rel, "sha256": _sha256(path),
@@ -549,3 +549,20 @@ class RecallWorld:
             "recalls": self.recalls, "n_steps": len(self.steps), "clock_end": round(self.clock, 6),
             "failed": self.failure, "valid": self._valid(), "timing": {"wall_s": round(wall_s, 6)},
         }
+        self._mark_hedges(record)
+        return record
+
+    @staticmethod
+    def _mark_hedges(record: dict[str, Any]) -> None:
+        """An answer stating a stale value beside the current one is hedged, not correct: known
+        only once the world's statements are in (metrics score every record again the same way)."""
+        from workbench.worlds.recall.outcomes import rescore, world_statements
+
+        statements = world_statements(record)
+        for recall in record["recalls"]:
+            if recall.get("answer") is None:
+                continue
+            hedge = rescore(record, recall, statements).hedged
+            recall["hedged"] = hedge
+            if hedge:
+                recall["correct"] = False
