@@ -9,7 +9,8 @@ the store log built in C:
     python tests/test_record_bytes.py --write tests/fixtures/record-bytes
 
 A change that means to change the records rewrites it the same way (and says so in
-its commit): rewritten when world records gained ``design`` (the cell's fingerprint)."""
+its commit): rewritten when world records gained ``design`` (the cell's fingerprint), and when cells
+gained ``signal_roles`` and ``request_path`` and worlds the metric ``signalled_note`` (issue 38)."""
 from __future__ import annotations
 
 import json

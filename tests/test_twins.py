@@ -83,7 +83,10 @@ def test_the_coordinating_twin_coordinates_and_the_prose_twin_dies_under_strict(
     astra = wf[(wf["model"] == "sim/twin-gpt-6-astra") & (wf["condition"] == "store") & (wf["clauses"] == "both")]
     assert astra["joint_success"].mean() >= 0.9
     haiku = wf[(wf["model"] == "sim/twin-claude-haiku-4-5") & (wf["condition"] == "store")]
-    assert haiku["valid"].all()  # the lenient parser keeps prose-first replies
+    # the lenient parser keeps prose-first replies: only its rare cut-off replies (p_malformed) cost worlds
+    assert haiku["valid"].mean() >= 0.6
+    for model in ("sim/twin-gpt-6-astra", "sim/twin-gemini-3.7-flash", "sim/non-writer"):  # no attrition
+        assert wf[wf["model"] == model]["valid"].all(), model
 
 
 def test_strict_rescoring_discards_the_prose_twin(tmp_path):
@@ -94,5 +97,61 @@ def test_strict_rescoring_discards_the_prose_twin(tmp_path):
     path.write_text(yaml.safe_dump(spec))
     run_study(load_study(path), tmp_path / "run", progress=False)
     records = load_run(tmp_path / "run")
-    assert world_frame(records)["valid"].all()
+    lenient = world_frame(records).set_index("world_id")["valid"]
+    for world_id, steps in records.steps.items():
+        styles = {s["reply"]["extra"]["style"] for s in steps}
+        # every prose-first reply passes the lenient parser; a world is lost only to a cut-off reply
+        assert all(s["parse"]["lenient"]["valid"] for s in steps if s["reply"]["extra"]["style"] != "truncated")
+        assert bool(lenient[world_id]) == ("truncated" not in styles)
     assert not world_frame(records, "strict")["valid"].any()
+
+
+def _world(profile, seed, **cell):
+    import asyncio
+
+    from workbench.models.factory import make_client
+    from workbench.templates import template_set
+    from workbench.worlds.stigmergy.calibration import PROMPTS, _cell, load_calibration
+    from workbench.worlds.stigmergy.metrics import world_row
+    from workbench.worlds.stigmergy.world import StigmergyWorld
+
+    cal = load_calibration()
+    spec = _cell(cal["designs"]["main"], {"cell": cell}, f"sim/{profile.name}")
+    world = StigmergyWorld(spec, world_id="w", cell_id="c", seed=seed, templates=template_set(PROMPTS),
+                           client_factory=lambda route, slot, s, o: make_client(
+                               route, seed=s, profiles={profile.name: profile}, **o))
+    out = asyncio.run(world.run())
+    return out, world_row(out.world, out.steps)
+
+
+@pytest.mark.parametrize("parser", ["lenient", "strict"])
+def test_a_malformed_reply_is_cut_off_unparseable_and_invalidates_the_world(parser):
+    always = PROFILES["twin-gpt-6-astra"].model_copy(update={"name": "always-malformed", "p_malformed": 1.0})
+    out, row = _world(always, 5, parser=parser)
+    cut = [s for s in out.steps if s["reply"]["extra"]["style"] == "truncated"]
+    assert sorted(s["agent"] for s in cut) == sorted(a["agent"] for a in out.world["agents"])  # one each
+    assert all("}" not in s["reply"]["text"] and not s["parse"][parser]["valid"] for s in cut)
+    assert not row["valid"] and "unparseable reply" in row["invalid_reason"]
+    assert all(a.get("submission") for a in out.world["agents"])  # each goes on from the error and submits
+
+
+def test_a_profile_without_attrition_keeps_its_random_stream():
+    import random
+
+    from workbench.worlds.stigmergy.simulated import SimulatedClient
+
+    system = "Keep your intermediate results in the workspace. Check your workspace again before submitting."
+    astra = PROFILES["twin-gpt-6-astra"]
+    assert astra.p_malformed == 0.0 and astra.p_note_for_readers == 0.0
+
+    def state_after(profile):
+        client = SimulatedClient(profile, 42)
+        client._dispositions(system)
+        return client.rng.getstate()
+
+    nine = random.Random(42)  # the nine per-agent draws every profile made before attrition existed
+    for _ in range(9):
+        nine.random()
+    assert state_after(astra) == nine.getstate()  # a zero rate draws nothing: its worlds are as before
+    assert state_after(astra.model_copy(update={"p_malformed": 1e-9})) != nine.getstate()
+    assert state_after(astra.model_copy(update={"p_malformed": 1.0})) != nine.getstate()

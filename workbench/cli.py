@@ -641,6 +641,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     if args.check:
+        import numpy as np
         import pandas as pd
 
         rows = [{"kind": name, **row} for name in kind_names() for row in get_kind(name).calibration()]
@@ -648,12 +649,30 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             print("no world kind has calibrated twins")
             return 0
         table = pd.DataFrame(rows)
-        with pd.option_context("display.width", 200, "display.max_columns", 20):
-            print("Simulated twins on the designs of the figures they were fitted to (difference: twin - reference, "
-                  "Newcombe 95 %):")
-            print(table.to_string(index=False))
         bad = table[~table["within"]]
-        print(f"\n{len(table) - len(bad)} of {len(table)} figures within their reference's interval")
+        summary = f"{len(table) - len(bad)} of {len(table)} figures within their reference's interval"
+        if args.markdown:
+            shown = table.drop(columns="kind") if table["kind"].nunique() == 1 else table
+
+            def md(v: Any) -> str:
+                if isinstance(v, (bool, np.bool_)):
+                    return "yes" if v else "**no**"
+                if isinstance(v, float):
+                    return f"{v:+.3f}"
+                return str(v).replace("|", "\\|")
+
+            print("| " + " | ".join(shown.columns) + " |")
+            print("|" + "|".join("---" for _ in shown.columns) + "|")
+            for rec in shown.itertuples(index=False):
+                print("| " + " | ".join(md(v) for v in rec) + " |")
+            print(f"\n{summary}")
+            return 1 if len(bad) else 0
+        with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 60):
+            print("Simulated twins on the designs of the figures they were fitted to (difference: twin - reference, "
+                  "Newcombe 95 %; the twin's count pooled over every seed it is checked at, and the seed farthest "
+                  "from the reference):")
+            print(table.to_string(index=False))
+        print(f"\n{summary}")
         return 1 if len(bad) else 0
     print("Simulated profiles (simulated behaviour, not real models):")
     for name in kind_names():
@@ -979,7 +998,10 @@ def build_parser(kinds: list[Any] | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_models)
     p = _subparser(sub, "profiles", help="list the simulated profiles; check the twins' calibration")
     p.add_argument("--check", action="store_true",
-                   help="run each twin on its reference designs; exit 1 if a figure is outside its reference")
+                   help="run each twin on its reference designs at every calibration seed; exit 1 if a figure's "
+                        "count pooled over the seeds is outside its reference's interval")
+    p.add_argument("--markdown", action="store_true",
+                   help="with --check: print the table as Markdown (docs/calibration.md is this output)")
     p.add_argument("--show", metavar="NAME", help="print one profile's parameters and cues")
     p.set_defaults(func=_cmd_profiles)
     p = _subparser(sub, "init", help="write a starter study (params and the templates it reads) into a new folder")

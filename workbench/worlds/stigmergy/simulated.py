@@ -87,11 +87,15 @@ class Profile(BaseModel):
     p_mention_other: float = Field(0.05, ge=0, le=1, description="its reasoning mentions another party")
     p_note_for_readers: float = Field(0.0, ge=0, le=1, description="leaves a note for readers once it is told "
                                       "others may read the workspace, or a receipt shows its key was read")
+    p_malformed: float = Field(0.0, ge=0, le=1, description="per agent: one of its replies is cut off before its "
+                               "JSON closes (unparseable under either parser rule: attrition under the any-agent "
+                               "validity rule)")
     cues: Cues = Field(default_factory=Cues)
     reference: dict[str, str] = Field(default_factory=dict, description="figures a twin was set to approach")
     fitted_on: dict[str, str] = Field(default_factory=dict, description="a twin's calibration templates: SHA-256 "
                                       "of each text it was fitted on, or 'cue:NAME' where a study cue maps new "
                                       "wording (empty for a hand-set profile; see fitting.py)")
+
     @field_validator("styles")
     @classmethod
     def _styles(cls, v: dict[str, float]) -> dict[str, float]:
@@ -276,7 +280,7 @@ class SimulatedClient(SimulatedAgent):
         p, c, r = self.profile, self.profile.cues, self.rng
         persist = bool(re.search(c.persist, system))
         recheck = bool(re.search(c.recheck, system))
-        return {
+        d = {
             "first_list": r.random() < p.p_first_list,
             "write": r.random() < (p.p_write if persist else p.p_write_no_persist),
             "recheck": r.random() < (p.p_recheck_clause if recheck else p.p_recheck_no_clause),
@@ -289,7 +293,12 @@ class SimulatedClient(SimulatedAgent):
             # drawn only for a profile that may leave notes, so every other profile's stream is as before
             "note": p.p_note_for_readers > 0 and r.random() < p.p_note_for_readers,
             "told": bool(re.search(c.readers_told, system)),
+            # likewise drawn only for a profile with attrition: one of its replies is cut off
+            "malformed": p.p_malformed > 0 and r.random() < p.p_malformed,
         }
+        # which one: one of its first four replies, or its submission if that comes sooner (see _render)
+        self._malformed_at = r.randrange(4) if d["malformed"] else None
+        return d
 
     def _chosen_key(self) -> str:
         if self._chosen is None:
@@ -406,13 +415,22 @@ class SimulatedClient(SimulatedAgent):
         style = self.rng.choices(list(styles), weights=list(styles.values()))[0]
         body = json.dumps(op)
         if style == "prose":
-            return f"{why}\n{body}", style
-        if style == "fenced":
-            return f"```json\n{body}\n```", style
-        if style == "multi":
+            text = f"{why}\n{body}"
+        elif style == "fenced":
+            text = f"```json\n{body}\n```"
+        elif style == "multi":
             follow = {"op": "submit", "answer": op.get("value", 0)} if op["op"] != "submit" else {"op": "list"}
-            return f"{body}\n{json.dumps(follow)}", style
-        return body, style
+            text = f"{body}\n{json.dumps(follow)}"
+        else:
+            text = body
+        self._replies_rendered = getattr(self, "_replies_rendered", 0) + 1
+        at = getattr(self, "_malformed_at", None)
+        if at is not None and (self._replies_rendered > at or op.get("op") == "submit") and "}" in text:
+            # the agent's one malformed reply (p_malformed): cut off before its JSON closes, so that no
+            # parser rule accepts it; the step is used up and the agent goes on from the error it is shown
+            self._malformed_at = None
+            return text[: text.index("}")], "truncated"
+        return text, style
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         op, why = self._decide(request.messages)
