@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from workbench.stats import wilson
+from workbench.worlds.stigmergy.labels import label as display_name
 
 if TYPE_CHECKING:  # imported where a frame is built: the terminal summary of `run` needs none
     import pandas as pd
@@ -45,16 +46,13 @@ def cell_summary(frame: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS
 
 def format_summary(summary: pd.DataFrame) -> str:
     """A compact plain-text table for the terminal."""
-    cols = ["cell", "valid", "cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write"]
-    short = {"cross_agent_access": "coordinated", "strict_cross_agent_access": "strict",
-             "joint_success": "joint", "pair_write": "pair wrote"}
-    view = summary[cols].copy()
+    view = summary[["cell", "valid", *TEXT_METRICS]].copy()
     view["valid"] = [f"{v}/{w}" for v, w in zip(summary["valid"], summary["worlds"])]
-    return view.rename(columns=short).to_string(index=False)
+    return view.rename(columns={m: display_name(m) for m in TEXT_METRICS}).to_string(index=False)
 
 
-_TEXT_COLUMNS = (("cross_agent_access", "coordinated"), ("strict_cross_agent_access", "strict"),
-                 ("joint_success", "joint"), ("pair_write", "pair wrote"))
+# the terminal's columns, headed by the names the report gives them (labels.LABELS)
+TEXT_METRICS: tuple[str, ...] = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write")
 
 
 def summary_text(worlds: list[dict[str, Any]]) -> str:
@@ -64,12 +62,12 @@ def summary_text(worlds: list[dict[str, Any]]) -> str:
     for w in worlds:
         m = w["metrics"]
         cells.setdefault((m.get("cell_id"), w.get("cell_label", w["cell_id"])), []).append(m)
-    header = ["cell", "valid", *(short for _, short in _TEXT_COLUMNS)]
+    header = ["cell", "valid", *(display_name(m) for m in TEXT_METRICS)]
     rows = []
     for (_, label), ms in cells.items():
         valid = [m for m in ms if m.get("valid")]
         row = [str(label), f"{len(valid)}/{len(ms)}"]
-        row += [f"{sum(int(m.get(key) or 0) for m in valid)}/{len(valid)}" for key, _ in _TEXT_COLUMNS]
+        row += [f"{sum(int(m.get(key) or 0) for m in valid)}/{len(valid)}" for key in TEXT_METRICS]
         rows.append(row)
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     return "\n".join(" ".join(v.rjust(wd) for v, wd in zip(r, widths)) for r in [header, *rows])
