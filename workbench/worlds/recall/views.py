@@ -70,7 +70,12 @@ def accuracy_figure(frame: pd.DataFrame, title: str = "Recall accuracy by failur
 def turn_timeline(world: dict[str, Any]) -> go.Figure:
     """Turns on x, roles on y: statements, memory writes (with invalidations) and
     recalls (green right, orange hedged, red wrong; re-scored from the record by the
-    current rules); hover shows the text, escaped."""
+    current rules); hover shows the text, escaped.
+
+    A write is what the memory log holds, not what the script asked for: in a world
+    without shared memory (``isolated``, ``baseline``) a turn the script marks for
+    memory wrote nothing, and a marker there would show a write that never happened.
+    The subtitle names the condition and what its agents had instead of memory."""
     from workbench.worlds.recall.outcomes import rescore, world_statements
 
     roles = ["user"] + [a["role"] for a in world["agents"] if a["agent"] != "judge"]
@@ -79,8 +84,11 @@ def turn_timeline(world: dict[str, Any]) -> go.Figure:
         writes.setdefault(e["turn"], []).append(e)
     recalls = {r["turn"]: r for r in world["recalls"]}
     statements = world_statements(world)
-    xs: dict[str, list[Any]] = {k: [] for k in ("statement", "write", "recall-right", "recall-hedged", "recall-wrong",
-                                                "invalidation")}
+    retrieval = world.get("retrieval") or {}
+    memory = retrieval.get("memory", True)
+    condition = (world.get("cell") or {}).get("condition")
+    xs: dict[str, list[Any]] = {k: [] for k in ("statement", "write", "write refused", "recall-right", "recall-hedged",
+                                                "recall-wrong", "invalidation")}
     ys: dict[str, list[Any]] = {k: [] for k in xs}
     hover: dict[str, list[str]] = {k: [] for k in xs}
     for t in world["turns"]:
@@ -94,9 +102,12 @@ def turn_timeline(world: dict[str, Any]) -> go.Figure:
                       f"answer: {esc_plot(r.get('answer'), 160)}",
                       f"expected: {esc_plot(' | '.join(r.get('ground_truth', [])), 120)}"]
         else:
-            key = "write" if t.get("write_to_memory") else "statement"
-            for e in writes.get(t["turn"], []):
+            logged = writes.get(t["turn"], [])
+            key = ("write" if any(not e["refused"] for e in logged) else "write refused" if logged else "statement")
+            for e in logged:
                 lines.append(f"memory += {esc_plot(e['text'], 160)}" + (" (refused)" if e["refused"] else ""))
+            if t.get("write_to_memory") and not memory:
+                lines.append(f"not written: no shared memory in condition {esc_plot(condition)}")
             if t.get("reply"):
                 lines.append(f"reply: {esc_plot(t['reply'], 120)}")
         xs[key].append(t["turn"])
@@ -109,6 +120,7 @@ def turn_timeline(world: dict[str, Any]) -> go.Figure:
                 hover["invalidation"].append(plot_lines([f"turn {t['turn']}: removed entry {x['entry_id']} by "
                                                          f"{esc_plot(x['author_role'])}", esc_plot(x["text"], 160)]))
     style = {"statement": ("circle-open", "#7f7f7f", 10), "write": ("square", "#ff7f0e", 11),
+             "write refused": ("square-open", "#ff7f0e", 11),
              "recall-right": ("star", "#2ca02c", 16), "recall-hedged": ("diamond", "#ff9900", 14),
              "recall-wrong": ("x", "#d62728", 14),
              "invalidation": ("triangle-down", "#9467bd", 12)}
@@ -119,6 +131,9 @@ def turn_timeline(world: dict[str, Any]) -> go.Figure:
                                      hoverinfo="text", marker={"symbol": symbol, "color": colour, "size": size}))
     s = world["script"]
     sub = f"{esc_plot(world.get('cell_label') or world['cell_id'], 120)} · repetition {world.get('repetition')}"
+    if not memory:  # the recorded setting, not the condition's name, says what the agents saw
+        seen = "the conversation in context" if retrieval.get("conversation") else "own turns only"
+        sub += f" · no shared memory ({esc_plot(condition)}: {seen})"
     if _simulated_world(world):
         sub += f" · {SIM_NOTE}"
     fig.update_layout(title={"text": f"world {esc_plot(world['world_id'])} · script {esc_plot(s['script_id'])} "
