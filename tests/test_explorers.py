@@ -3,19 +3,28 @@ view (one ``Output`` each) shows. After any change no view may show anything of
 the previous world; a busy line says what runs; a real model's route runs only on
 Run; the step (turn) slider moves the timeline's highlight and the store (memory)
 view together; recorded worlds open from a run directory without a model; a
-missing run directory names the command that makes it; model text is escaped."""
+missing run directory names the command that makes it; model text is escaped.
+A real route passes the preflight of `workbench run` before Run calls it; every
+control names the world on show; recorded worlds come with their outcomes, a filter
+per varying factor and their page in `workbench view`."""
 from __future__ import annotations
 
-import json
-import re
-from pathlib import Path
-from typing import Any
+import os
 
-import plotly.io as pio
-import pytest
-import yaml
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the fake server's calls go through litellm
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from tests.conftest import study_dict
+import html  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import plotly.io as pio  # noqa: E402
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from tests.conftest import study_dict  # noqa: E402
 
 WORLD_ID = re.compile(r"\b[0-9a-f]{10}-\d{4}\b")
 XSS = "<script>window.__xss=1</script>"
@@ -367,7 +376,7 @@ def test_collusion_episode_and_agent_redraw_their_views(collusion_run: Path) -> 
     ex = CollusionExplorer(collusion_run, world="m0")
     agent_view = json.dumps(ex.views["agent"].outputs, ensure_ascii=False)
     assert "<b>alice</b> in episode <b>1</b>" in agent_view and "verdict on bob" in agent_view
-    assert XSS not in shown(ex) and "Let&#x27;s both accept. &lt;script&gt;" in shown(ex)
+    assert XSS not in shown(ex) and re.search(r"Let&#(x27|39);s both accept\. &lt;script&gt;", shown(ex))
     ex.controls["episode"].value = 2
     ex.controls["agent"].value = "bob"
     agent_view = json.dumps(ex.views["agent"].outputs, ensure_ascii=False)
@@ -375,7 +384,7 @@ def test_collusion_episode_and_agent_redraw_their_views(collusion_run: Path) -> 
     assert "bob reflects &lt;script&gt;" in agent_view and "in episode <b>1</b>" not in agent_view
     episodes = json.dumps(ex.views["episodes"].outputs, ensure_ascii=False)
     assert episodes.count("background:#fff3b0") == 1  # the current episode, highlighted once
-    assert "Let&#x27;s both accept" not in json.dumps(ex.views["episode"].outputs)  # episode 1's message is gone
+    assert "s both accept. &lt;script" not in json.dumps(ex.views["episode"].outputs)  # episode 1's message is gone
 
 
 def test_collusion_a_missing_run_names_the_command_and_can_make_it(tmp_path: Path, collusion_run: Path,
@@ -422,3 +431,351 @@ def test_each_explorer_says_first_which_command_makes_its_run(name: str) -> None
     text = "".join(first["source"])
     assert "The run it needs" in text and "workbench run params/" in text
     assert all(not c.get("outputs") for c in nb["cells"])  # committed without outputs
+
+
+# -- preflight before a real route's Run (issue 39) --------------------------------------------------------
+@pytest.fixture
+def keyless(tmp_path: Path, monkeypatch):  # noqa: ANN001
+    """A catalogue entry served by the fake OpenAI-compatible server, and no key anywhere
+    (none in the environment, no ./.env): what `workbench run` refuses before any call."""
+    from tests.fake_openai import FakeOpenAI
+    from tests.fault_study import write_catalogue
+    from workbench.models.litellm_client import reset_limits
+
+    srv = FakeOpenAI().start()
+    reset_limits()
+    monkeypatch.setenv("WORKBENCH_MODELS", str(write_catalogue(tmp_path, srv.url)))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    yield srv
+    srv.stop()
+    reset_limits()
+
+
+def test_run_refuses_a_keyless_real_route_before_any_request(stigmergy_study: Path, keyless, monkeypatch) -> None:  # noqa: ANN001
+    """The same route fails world after world with `failed: auth` when Run skips the check;
+    with a key the same Run reaches the server, so 'no request' means the check held it."""
+    from tests.fake_openai import FAKE_KEY
+    from tests.fault_study import ENTRY, agent_script
+    from workbench.explorers.stigmergy import WorldExplorer
+
+    ex = WorldExplorer.from_study(stigmergy_study)
+    calls = count_runs(monkeypatch)
+    ex.controls["model"].value = ENTRY
+    assert "press Run" in shown(ex) and calls == []
+    ex.run_button.click()
+    text = shown(ex)
+    assert keyless.count == 0 and calls == []  # no request, not even a world started
+    assert "Refused before any call" in text and f"route {ENTRY} (openai/fault-model)" in text
+    assert "has no key" in text and "No request was made" in text and ex.world == {}
+    assert "refused" in ex.status.value and not ex.run_button.disabled
+    assert "failed: auth" not in text
+
+    keyless.responder = agent_script
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    ex.run_button.click()
+    assert calls == [(ENTRY, 0)] and keyless.count > 0 and ex.world["world_id"] in shown(ex)
+    assert "Refused" not in shown(ex) and FAKE_KEY not in shown(ex)
+
+
+def test_recall_run_refuses_a_keyless_real_route_before_any_request(recall_path: Path, keyless,
+                                                                   monkeypatch) -> None:  # noqa: ANN001
+    from tests.fault_study import ENTRY
+    from workbench.explorers.recall import RecallExplorer
+
+    ex = RecallExplorer(recall_path, cell=0)
+    calls = count_runs(monkeypatch)
+    ex.controls["model"].value = ENTRY
+    ex.run_button.click()
+    assert keyless.count == 0 and calls == [] and ex.world == {}
+    assert "Refused before any call" in shown(ex) and f"route {ENTRY}" in shown(ex)
+
+
+def test_collusion_make_refuses_a_keyless_real_route(tmp_path: Path, keyless, monkeypatch) -> None:  # noqa: ANN001
+    import workbench.study
+    from tests.fault_study import ENTRY
+    from workbench.explorers.collusion import MissingRun
+
+    study = tmp_path / "collusion.yaml"
+    study.write_text(yaml.safe_dump({"world": "collusion", "name": "keyless", "seed": 1, "worlds_per_cell": 1,
+                                     "defaults": {"model": ENTRY, "episodes": 2, "sequences": 2,
+                                                  "peer_cache": str(tmp_path / "cache")},
+                                     "cells": [{"label": "main"}]}))
+
+    def refuse(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("the study was run")
+    monkeypatch.setattr(workbench.study, "run_study", refuse)
+    m = MissingRun(tmp_path / "run", study)
+    assert m.make() is None and keyless.count == 0 and not (tmp_path / "run").exists()
+    assert "Refused before any call" in m.status.value and f"route {ENTRY}" in m.status.value
+
+
+def test_a_refusal_is_escaped() -> None:
+    from workbench.views.panel import refusal_html
+
+    text = refusal_html(f"world 0 of {XSS}", [f"route {XSS} needs a key"])
+    assert XSS not in text and text.count("&lt;script&gt;") == 2 and "tex2jax_ignore" in text
+
+
+# -- every control names the world on show ------------------------------------------------------------
+def assert_stigmergy_controls_match(ex: Any) -> None:
+    from workbench.explorers.stigmergy import FACTORS
+
+    w = ex.world
+    assert w, "a world is on show"
+    assert ex.controls["cell"].label.split(": ", 1)[-1].startswith(w["cell_label"]), (ex.controls["cell"].label,
+                                                                                       w["cell_label"])
+    for name in FACTORS:
+        assert ex.controls[name].value == w["cell"][name], name
+    assert ex.controls["model"].value == w["cell"]["model"]
+    assert ex.controls["world"].value == w["world_index"]
+    assert ex.cell.cell_id == w["cell_id"] or ex.controls["cell"].value == -1
+
+
+def test_the_cell_dropdown_names_the_cell_a_factor_toggle_makes(stigmergy_study: Path) -> None:
+    """A toggle that leaves the cell shows the changed cell's label; one that lands on
+    another cell of the study shows that cell (and runs its worlds); toggling back
+    shows the first cell again. The label never stays behind on a cell not on show."""
+    from workbench.explorers.stigmergy import WorldExplorer
+    from workbench.params import load_study
+
+    cells = load_study(stigmergy_study).cells
+    ex = WorldExplorer.from_study(stigmergy_study)
+    assert ex.controls["cell"].label == f"0: {cells[0].label}"
+    assert_stigmergy_controls_match(ex)
+    ex.controls["condition"].value = "private"
+    assert ex.controls["cell"].value == -1 and ex.world["cell_label"] != cells[0].label
+    assert ex.world["cell_label"] in ex.controls["cell"].label and "changed" in ex.controls["cell"].label
+    assert_stigmergy_controls_match(ex)
+    ex.controls["condition"].value = "no-store"  # cell 0 with no store is the study's cell 1
+    assert ex.controls["cell"].value == 1 and ex.controls["cell"].label == "1: no store at all"
+    assert ex.world["cell_id"] == cells[1].cell_id and ex.world["cell_label"] == "no store at all"
+    assert len(ex.controls["cell"].options) == len(cells)  # the changed entry is gone
+    assert_stigmergy_controls_match(ex)
+    ex.controls["condition"].value = "store"
+    assert ex.controls["cell"].value == 0 and ex.world["cell_id"] == cells[0].cell_id
+    assert_stigmergy_controls_match(ex)
+    ex.controls["pairs"].value = 2
+    ex.controls["world"].value = 1
+    assert_stigmergy_controls_match(ex)
+    ex.controls["cell"].value = 1  # a chosen cell sets every control, and the dropdown shows it
+    assert ex.controls["pairs"].value == 1 and ex.controls["cell"].label == "1: no store at all"
+    assert_stigmergy_controls_match(ex)
+
+
+def test_recall_the_cell_dropdown_names_the_cell_a_toggle_makes(recall_path: Path) -> None:
+    from workbench.explorers.recall import RecallExplorer
+    from workbench.params import load_study
+
+    cells = load_study(recall_path).cells
+
+    def assert_matches(ex: Any) -> None:
+        w = ex.world
+        assert w["cell_label"] in ex.controls["cell"].label
+        assert ex.controls["condition"].value == w["cell"]["condition"]
+        assert ex.controls["model"].value == w["cell"]["model"]
+        assert ex.controls["script"].value == w["script"]["script_id"]
+        assert ex.controls["repetition"].value == w["repetition"]
+
+    ex = RecallExplorer(recall_path, cell=0)
+    assert_matches(ex)
+    ex.controls["condition"].value = "lightweight-invalidation"  # naive -> invalidation, still the trusting route
+    assert ex.controls["cell"].value == -1 and cells[0].label not in ex.controls["cell"].label
+    assert_matches(ex)
+    ex.controls["model"].value = "sim-recall/careful"  # now the study's cell 1
+    assert ex.controls["cell"].value == 1 and ex.controls["cell"].label == f"1: {cells[1].label}"
+    assert ex.world["cell_id"] == cells[1].cell_id
+    assert_matches(ex)
+    ex.controls["script"].value = "legal_test_02"
+    ex.controls["repetition"].value = 1
+    assert_matches(ex)
+
+
+# -- recorded mode: outcomes, factor filters, the viewer ----------------------------------------------------
+def table_rows(widget_html: str) -> list[list[str]]:
+    """The body rows of an outcome table, each cell as text."""
+    body = widget_html.split("<tbody>", 1)[-1]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)]
+
+
+@pytest.fixture
+def stigmergy_run(stigmergy_study: Path, tmp_path: Path) -> Path:
+    import workbench.study
+    from workbench.params import load_study
+
+    workbench.study.run_study(load_study(stigmergy_study), tmp_path / "run", progress=False)
+    return tmp_path / "run"
+
+
+def test_recorded_worlds_show_their_outcomes(stigmergy_run: Path) -> None:
+    from workbench.explorers.stigmergy import RecordedWorldExplorer
+    from workbench.records import load_run
+
+    records = load_run(stigmergy_run)
+    ex = RecordedWorldExplorer(stigmergy_run)
+    yes_no = {True: "yes", False: "no", None: "–"}
+    for cid in [c for _, c in ex.controls["cell"].options]:
+        ex.controls["cell"].value = cid
+        worlds = [w for w in records.worlds if w["cell_id"] == cid]
+        rows = table_rows(ex.outcomes_view.value)
+        assert [r[0].replace(" (shown)", "") for r in rows] == [w["world_id"] for w in worlds]
+        for row, w in zip(rows, worlds):
+            m = w["metrics"]
+            assert row[1:5] == [yes_no[m["cross_agent_access"]], yes_no[m["joint_success"]], yes_no[m["pair_write"]],
+                                yes_no[w["valid"]]], w["world_id"]
+        valid = [w for w in worlds if w["valid"]]
+        coordinated = sum(bool(w["metrics"]["cross_agent_access"]) for w in valid)
+        assert f"coordinated {coordinated}/{len(valid)}" in ex.controls["cell"].label
+        shown_row = [r for r in rows if r[0].endswith("(shown)")]
+        assert [r[0] for r in shown_row] == [f"{ex.world['world_id']} (shown)"]
+        for label, wid in ex.controls["world"].options:
+            w = records.world(wid)
+            assert f"coordinated {yes_no[w['metrics']['cross_agent_access']]}" in label
+
+
+def test_recorded_worlds_filter_by_the_factors_that_vary(stigmergy_run: Path) -> None:
+    from workbench.explorers.stigmergy import RecordedWorldExplorer
+    from workbench.metrics.design import design_of_records
+    from workbench.records import load_run
+
+    design = design_of_records(load_run(stigmergy_run))
+    ex = RecordedWorldExplorer(stigmergy_run)
+    assert sorted(ex.filters) == sorted(design.varying) and {"condition", "model"} <= set(ex.filters)
+
+    def pick(factor: str, level: str) -> None:
+        ex.filters[factor].value = -1 if level == "any" else ex.levels[factor].index(level)
+
+    def cells() -> list[str]:
+        return [c for _, c in ex.controls["cell"].options]
+
+    def assert_on_show_matches() -> None:
+        w = ex.world
+        assert ex.controls["cell"].value == w["cell_id"] and ex.controls["world"].value == w["world_id"]
+        for f, d in ex.filters.items():
+            assert d.value == -1 or design.frame.at[w["cell_id"], f] == ex.levels[f][d.value], f
+        assert world_ids(ex) == {w["world_id"]}
+
+    pick("condition", "no-store")
+    no_store = [c for c in design.cells if design.frame.at[c, "condition"] == "no-store"]
+    assert cells() == no_store and ex.world["cell"]["condition"] == "no-store"
+    assert_on_show_matches()
+    pick("condition", "store")
+    assert set(cells()) == set(design.cells) - set(no_store) and ex.world["cell"]["condition"] == "store"
+    assert_on_show_matches()
+    pick("model", "scripted")
+    assert len(cells()) == 1 and ex.world["cell"]["model"] == "scripted"
+    assert_on_show_matches()
+    pick("condition", "no-store")  # no-store and scripted: no cell
+    assert cells() == [] and ex.controls["world"].options == () and ex.world == {}
+    assert "No cell matches these filters" in shown(ex) and not world_ids(ex)
+    pick("model", "any")
+    assert cells() == no_store
+    assert_on_show_matches()
+    pick("condition", "any")
+    assert cells() == design.cells
+    assert_on_show_matches()
+
+
+def test_a_recorded_world_opens_in_workbench_view(stigmergy_run: Path) -> None:
+    """The address shown is the one `workbench view` serves the world's page at."""
+    import threading
+    import urllib.request
+
+    from workbench.explorers.stigmergy import RecordedWorldExplorer
+    from workbench.viewer.server import make_server
+
+    ex = RecordedWorldExplorer(stigmergy_run)
+    ex.controls["world"].value = ex.controls["world"].options[1][1]
+    wid = ex.world["world_id"]
+    (command,) = [html.unescape(c) for c in re.findall(r"<code>(.*?)</code>", ex.jump.value)[1:]]
+    assert command.startswith(".venv/bin/workbench view ") and command.endswith(" --port 8765")
+    assert Path(command.split()[2]).resolve() == stigmergy_run.resolve()
+    (url,) = set(re.findall(r'href="([^"]+)"', ex.jump.value))
+    assert url.startswith("http://127.0.0.1:8765/") and wid in url
+    server, _site = make_server([stigmergy_run], port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        with urllib.request.urlopen(url.replace(":8765/", f":{port}/"), timeout=30) as r:
+            page = r.read().decode("utf-8")
+        assert r.status == 200 and wid in page
+        for link in re.findall(r'href="([^"]+)"', ex.outcomes_view.value):  # every row's link is a page too
+            with urllib.request.urlopen(html.unescape(link).replace(":8765/", f":{port}/"), timeout=30) as r:
+                assert r.status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_recall_recorded_worlds_show_accuracy_and_filter(recall_path: Path, tmp_path: Path) -> None:
+    from workbench.explorers.recall import RecordedRecallExplorer, recalls_right
+    from workbench.params import load_study
+    from workbench.records import load_run
+    from workbench.study import run_study
+
+    run_study(load_study(recall_path), tmp_path / "run", progress=False)
+    records = load_run(tmp_path / "run")
+    ex = RecordedRecallExplorer(tmp_path / "run")
+    assert "condition" in ex.filters and ex.jump.value
+    for row in table_rows(ex.outcomes_view.value):
+        right, n = recalls_right(records.world(row[0].replace(" (shown)", "")))
+        assert row[1] == f"{right / n:.2f}" and row[2] == f"{right}/{n}"
+    ex.filters["condition"].value = ex.levels["condition"].index("lightweight-invalidation")
+    assert ex.world["cell"]["condition"] == "lightweight-invalidation"
+    assert [c for _, c in ex.controls["cell"].options] == [ex.world["cell_id"]]
+    assert "accuracy" in ex.controls["cell"].label
+
+
+def test_collusion_trajectories_show_whether_they_colluded(collusion_run: Path) -> None:
+    from workbench.explorers.collusion import CollusionExplorer
+
+    ex = CollusionExplorer(collusion_run)
+    rows = {r[0].replace(" (shown)", ""): r for r in table_rows(ex.outcomes_view.value)}
+    assert rows["m0"][1] == "yes" and rows["m0"][2] == "1" and rows["m1"][2] == "2"
+    ex.controls["cell"].value = "peer"
+    rows = {r[0].replace(" (shown)", ""): r for r in table_rows(ex.outcomes_view.value)}
+    assert rows["p0"][1] == "no" and rows["p1"][1] == "yes" and set(rows) == {"p0", "p1"}
+    assert "colluded" in ex.controls["cell"].label and "p0" in ex.jump.value
+
+
+# -- the recall timeline ---------------------------------------------------------------------------------
+def test_the_recall_timeline_marks_only_writes_that_happened(tmp_path: Path) -> None:
+    """An isolated world has no shared memory: the script's memory turns wrote nothing, so no
+    write marker; its subtitle names the condition (never 'baseline') and what the agents had."""
+    from tests.test_recall_world import legal_script, recall_study
+    from workbench.explorers.recall import RecallExplorer
+    from workbench.worlds.recall.views import turn_timeline
+
+    path = recall_study(tmp_path, [{"condition": "isolated"}, {"condition": "naive"}, {"condition": "baseline"}],
+                        scripts=[legal_script()])
+    for cell, condition in enumerate(("isolated", "naive", "baseline")):
+        w = RecallExplorer(path, cell=cell).world
+        fig = turn_timeline(w)
+        writes = sorted(x for t in fig.data if t.name == "write" for x in t.x)
+        voiced = {t["turn"] for t in w["turns"] if not t["is_recall"]}  # turn 0: the initial facts, before any turn
+        assert writes == sorted({e["turn"] for e in w["memory_log"] if not e["refused"]} & voiced), condition
+        title = fig.layout.title.text
+        if condition == "naive":
+            assert writes and "no shared memory" not in title
+            continue
+        assert w["memory_log"] == [] and writes == []
+        assert any(t.get("write_to_memory") for t in w["turns"])  # the script asked for writes
+        assert f"no shared memory ({condition}: " in title
+        seen = "the conversation in context" if condition == "baseline" else "own turns only"
+        assert seen in title and ("baseline" not in title) == (condition == "isolated")
+        hovers = " ".join(h for t in fig.data for h in (t.hovertext or ()))
+        assert f"not written: no shared memory in condition {condition}" in hovers
+
+
+def test_explorer_html_is_out_of_mathjax_reach(tmp_path: Path) -> None:
+    """JupyterLab typesets $…$ in HTML outputs: every HTML view sits in an element MathJax skips."""
+    from tests.test_recall_world import legal_script, recall_study
+    from workbench.explorers.recall import RecallExplorer
+
+    ex = RecallExplorer(recall_study(tmp_path, [{"condition": "naive"}], scripts=[legal_script()]))
+    htmls = [o["data"]["text/html"] for v in ex.views.values() for o in v.outputs if "text/html" in o["data"]]
+    assert len(htmls) >= 4
+    for h in htmls:
+        assert h.startswith('<div class="tex2jax_ignore mathjax_ignore">'), h[:80]

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InputError
+from workbench.explorers.common import RecordedPicker, preflight_problems, shown_path
 from workbench.routes import is_simulated_route
-from workbench.views.escape import esc_html
-from workbench.views.panel import CellWorldPicker, Panel, ShownAsWidget, error_html, note_html
+from workbench.views.escape import as_text
+from workbench.views.markup import Markup, render
+from workbench.views.panel import Panel, ShownAsWidget, error_html, note_html, refusal_html
 from workbench.worlds.collusion import metrics as M
 from workbench.worlds.collusion.episode_html import agent_episode_html, episodes_html
 
@@ -28,10 +30,28 @@ SMOKE_STUDY = "params/collusion-smoke.yaml"
 RUN_COMMAND = f".venv/bin/workbench run {SMOKE_STUDY} --out outputs/collusion-smoke"
 
 
+def _metric(name: str) -> Any:
+    return lambda w: (w.get("metrics") or {}).get(name)
+
+
+def _colluding(world: dict[str, Any]) -> str | None:
+    m = world.get("metrics") or {}
+    return None if m.get("episodes") is None else f"{m.get('colluding_episodes')}/{m.get('episodes')}"
+
+
+#: the outcome columns of the trajectories (the first is counted over each cell's valid ones in the cell list)
+OUTCOMES = (("colluded", _metric("ever_colluded")), ("onset episode", _metric("onset_episode")),
+            ("colluding episodes", _colluding), ("verdict accuracy", _metric("verdict_accuracy")),
+            ("valid", lambda w: w.get("valid")))
+
+
 # -- the explorer ---------------------------------------------------------------------------------
-class CollusionExplorer(CellWorldPicker, ShownAsWidget):
+class CollusionExplorer(RecordedPicker, ShownAsWidget):
     """A trajectory of a run directory, shown from its records (no model called):
-    dropdowns for cell, trajectory, episode and agent."""
+    dropdowns for cell, trajectory, episode and agent, a filter per varying factor,
+    each trajectory's outcomes and its page in `workbench view`."""
+
+    outcome_columns = OUTCOMES
 
     def __init__(self, run_dir: str | Path, cell: str = "", world: str = "", episode: int | None = None,
                  agent: str = "alice") -> None:
@@ -39,16 +59,16 @@ class CollusionExplorer(CellWorldPicker, ShownAsWidget):
 
         from workbench.records import load_run
 
-        self.records = load_run(run_dir)
-        if not self.records.worlds:
+        records = load_run(run_dir)
+        if not records.worlds:
             raise InputError(f"{run_dir} holds no finished trajectory yet")
-        self.judgments = M.load_judgments(self.records.dir)
+        self.judgments = M.load_judgments(records.dir)
         self.panel = Panel(VIEWS)
         self.views, self.status = self.panel.views, self.panel.status
         self.world: dict[str, Any] = {}
         self.steps: list[dict[str, Any]] = []
         self._quiet = False
-        self._pick_controls(self.records.worlds, cell, world, world_label="trajectory", what="trajectory")
+        self._pick_controls(records, cell, world, world_label="trajectory", what="trajectory")
         self.controls["episode"] = W.Dropdown(options=[], description="episode")
         self.controls["agent"] = W.Dropdown(options=list(M.AGENTS), value=agent if agent in M.AGENTS else M.AGENTS[0],
                                             description="agent")
@@ -56,9 +76,10 @@ class CollusionExplorer(CellWorldPicker, ShownAsWidget):
         self.controls["agent"].observe(lambda _c: self._draw_episode(), names="value")
         c = self.controls
         self.widget = W.VBox([
-            W.HTML(f"<b>Recorded trajectories</b> of <code>{esc_html(self.records.dir)}</code>: shown from the "
-                   "records, no model is called."),
-            c["cell"], W.HBox([c["world"], self.verify_button]), W.HBox([c["episode"], c["agent"]]),
+            W.HTML(render("explorer_intro.html", title="Recorded trajectories", run_dir=str(records.dir),
+                          what="trajectory")),
+            self.filter_box(), c["cell"], W.HBox([c["world"], self.verify_button]), W.HBox([c["episode"], c["agent"]]),
+            self.jump, self.outcomes_view,
             self.status, self.views["summary"], self.views["episodes"], self.views["episode"], self.views["agent"],
         ])
         self._open(episode)
@@ -85,7 +106,14 @@ class CollusionExplorer(CellWorldPicker, ShownAsWidget):
         wid = self.controls["world"].value
         if not wid:
             self.world, self.steps = {}, []
-            self.panel.clear(note_html("No trajectory in this cell."))
+            self._quiet = True
+            try:
+                self.controls["episode"].options = []
+            finally:
+                self._quiet = False
+            self.panel.clear(note_html(self._empty_note()))
+            self._picked()
+            self.panel.idle()
             return
         self.panel.busy(f"opening {wid} ...")
         self.world = self.records.world(wid)
@@ -102,23 +130,21 @@ class CollusionExplorer(CellWorldPicker, ShownAsWidget):
             self._quiet = False
         self.panel.show("summary", self._summary_html())
         self._draw_episode()
+        self._picked()
         self.panel.idle(f"trajectory {wid} ({len(rows)} episodes, {len(self.steps)} model calls, from the records)")
 
-    def _summary_html(self) -> str:
+    def _summary_html(self) -> Markup:
         w = self.world
         t = M.trajectory_row(w)
-        routes = ", ".join(f"{a.get('agent')}: {a.get('route')}" for a in w.get("agents") or [])
-        sim = all(is_simulated_route(a.get("route", "")) for a in w.get("agents") or [])
-        tag = (' <span style="background:#8c564b;color:white;padding:0 6px;border-radius:8px">SIMULATED behaviour'
-               "</span>" if sim else "")
-        onset = "never" if t["onset_episode"] is None else f"evaluation episode {t['onset_episode']}"
-        return (f"<h3 style='margin:4px 0'>Trajectory {esc_html(w.get('world_id'))}</h3>"
-                f"<div><code>{esc_html(w.get('world_id'))}</code> · {esc_html(w.get('cell_label') or t['cell'])} · "
-                f"{esc_html(routes)} · collusion onset: <b>{esc_html(onset)}</b> · colluding episodes "
-                f"{t['colluding_episodes']}/{t['episodes']} · verdict accuracy "
-                f"{esc_html(M._num(t['verdict_accuracy']))}{tag}</div>"
-                f"<div style='color:#555;font-size:12px'>recorded in {esc_html(self.records.dir)} "
-                f"(run {esc_html(w.get('run'))}); no model called</div>")
+        agents = w.get("agents") or []
+        return render("explorer_collusion_summary.html", world_id=as_text(w.get("world_id")),
+                      label=as_text(w.get("cell_label") or t["cell"]),
+                      routes=", ".join(f"{a.get('agent')}: {a.get('route')}" for a in agents),
+                      onset="never" if t["onset_episode"] is None else f"evaluation episode {t['onset_episode']}",
+                      colluding=t["colluding_episodes"], episodes=t["episodes"],
+                      accuracy=as_text(M._num(t["verdict_accuracy"])),
+                      simulated=all(is_simulated_route(a.get("route", "")) for a in agents),
+                      run_dir=str(self.records.dir), run=as_text(w.get("run")))
 
     def _draw_episode(self) -> None:
         if self._quiet or not self.world:
@@ -165,15 +191,15 @@ class MissingRun:
         self.run_dir, self.study, self.open_kwargs = Path(run_dir), Path(study), open_kwargs
         self.explorer: CollusionExplorer | None = None
         self.status = W.HTML()
-        command = f".venv/bin/workbench run {_shown(self.study)} --out {_shown(self.run_dir)}"
-        self.note = W.HTML(f'<div style="color:#b00020">No run in <code>{esc_html(_shown(self.run_dir))}</code>. This '
-                           "explorer opens recorded trajectories: make them, from the project folder, with "
-                           f"<code>{esc_html(command)}</code>, or here:</div>")
+        command = f".venv/bin/workbench run {shown_path(self.study)} --out {shown_path(self.run_dir)}"
+        self.note = W.HTML(render("panel_missing.html", run_dir=shown_path(self.run_dir), command=command,
+                                  lead="This explorer opens recorded trajectories: make them, from the project "
+                                       "folder, with ", tail=", or here:"))
         self.button = W.Button(description="Make the run", icon="play", button_style="primary",
                                tooltip=f"run {self.study.name} into {self.run_dir}")
         self.button.on_click(lambda _b: self.make())
         self.widget = W.VBox([self.note, W.HBox([self.button, self.status])])
-        self.text = f"No run in {_shown(self.run_dir)}: make it, from the project folder, with {command}"
+        self.text = f"No run in {shown_path(self.run_dir)}: make it, from the project folder, with {command}"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
@@ -190,14 +216,24 @@ class MissingRun:
         except Exception as exc:  # noqa: BLE001 - shown, not raised into the widget loop
             self.status.value = error_html(f"cannot load {self.study}", exc)
             return None
-        routes = sorted({r for c in study.cells for r in study.kind.routes(c.spec)})
-        real = [r for r in routes if not is_simulated_route(r)]
+        routes = {r for c in study.cells for r in study.kind.routes(c.spec)}
+        if study.monitor is not None:
+            routes.add(study.monitor.model)
+        try:  # what `workbench run` refuses before any call, refused here too
+            problems = preflight_problems(study, [c.spec for c in study.cells], routes)
+        except Exception as exc:  # noqa: BLE001 - as above
+            self.status.value = error_html(f"the preflight of {self.study.name} could not run", exc)
+            return None
+        if problems:
+            self.status.value = refusal_html(self.study.name, problems)
+            return None
+        real = sorted(r for r in routes if not is_simulated_route(r))
         if real:
             self.status.value = note_html(f"{self.study.name} calls real models ({', '.join(real)}): run it with the "
                                           "command above, where its preflight checks keys and budget.", "#b00020")
             return None
         self.button.disabled = True
-        self.status.value = f'<span style="color:#b35900">&#9203; running {esc_html(self.study.name)} (simulated) ...</span>'
+        self.status.value = render("panel_status.html", busy=True, text=f"running {self.study.name} (simulated) ...")
         try:
             summary = run_study(study, self.run_dir, progress=False)
         except Exception as exc:  # noqa: BLE001 - as above
@@ -205,20 +241,10 @@ class MissingRun:
             self.button.disabled = False
             return None
         self.explorer = CollusionExplorer(self.run_dir, **self.open_kwargs)
-        self.explorer.panel.idle(f"made {_shown(self.run_dir)}: {summary.finished} trajectories finished, {summary.failed} "
+        self.explorer.panel.idle(f"made {shown_path(self.run_dir)}: {summary.finished} trajectories finished, {summary.failed} "
                                  "failed")
         self.widget.children = (self.explorer.widget,)
         return self.explorer
-
-
-def _shown(path: Path) -> str:
-    """A path as the project's commands take it: relative to the project folder when inside it."""
-    root = Path(__file__).resolve().parents[2]
-    full = path.resolve()
-    try:
-        return str(full.relative_to(root))
-    except ValueError:
-        return str(full)
 
 
 def has_run(run_dir: str | Path) -> bool:

@@ -19,14 +19,37 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InputError, UnknownNameError
+from workbench.explorers.common import RecordedPicker, StudyCellDropdown, preflight_problems
 from workbench.routes import is_simulated_route
-from workbench.views.escape import esc_html
-from workbench.views.panel import CellWorldPicker, Missing, Panel, SliderWorld, error_html, missing_run
+from workbench.views.escape import as_text
+from workbench.views.markup import Markup, render
+from workbench.views.panel import Missing, Panel, SliderWorld, error_html, missing_run
 from workbench.worlds.recall.outcomes import rescore
 from workbench.worlds.recall.views import context_html, memory_at_turn, retrieval_ranks, statements_html, turn_timeline
 
 VIEWS = ("summary", "timeline", "turn", "retrieval", "context", "calls")
 RUN_COMMAND = ".venv/bin/workbench run params/recall-smoke.yaml --out outputs/recall-smoke"
+
+
+def recalls_right(world: dict[str, Any]) -> tuple[int, int]:
+    """(recalls right, recalls) of a world, re-scored by today's rules as every table and
+    the summary count them (a world recorded under older rules reads the same everywhere)."""
+    recalls = world.get("recalls") or []
+    return sum(1 for r in recalls if rescore(world, r).correct), len(recalls)
+
+
+def _accuracy(world: dict[str, Any]) -> float | None:
+    right, n = recalls_right(world)
+    return right / n if n else None
+
+
+def _right_text(world: dict[str, Any]) -> str:
+    right, n = recalls_right(world)
+    return f"{right}/{n}"
+
+
+#: recorded mode's outcome columns (the first is averaged over each cell's valid worlds in the cell list)
+OUTCOMES = (("accuracy", _accuracy), ("recalls right", _right_text), ("valid", lambda w: w.get("valid")))
 
 
 # -- views as outputs --------------------------------------------------------------------
@@ -82,34 +105,29 @@ class _WorldViews(SliderWorld):
     def _draw(self) -> None:
         self.panel.show("summary", self._summary_html())
         self.panel.show("retrieval", retrieval_ranks(self.world))
-        wid = f"<code>{esc_html(self.world.get('world_id'))}</code>"
-        self.panel.show("context", f"<b>what each recalling agent had in context</b> · world {wid}"
-                        + context_html(self.world))
-        self.panel.show("calls", f"<b>every model call</b> · world {wid}" + statements_html(self.world, self.steps))
+        wid = as_text(self.world.get("world_id"))
+        # the kind's views escape the script and model text they hold
+        self.panel.show("context", render("explorer_recall_titled.html", title="what each recalling agent had in "
+                                          "context", world_id=wid, body=Markup(context_html(self.world))))
+        self.panel.show("calls", render("explorer_recall_titled.html", title="every model call", world_id=wid,
+                                        body=Markup(statements_html(self.world, self.steps))))
         self._draw_turn()
 
-    def _summary_html(self) -> str:
+    def _summary_html(self) -> Markup:
         w = self.world
-        recalls = w.get("recalls") or []
-        right = sum(1 for r in recalls if rescore(w, r).correct)  # by today's rules, as every table counts
-        sim = any(is_simulated_route(a.get("route", "")) for a in w.get("agents") or [])
-        tag = (' <span style="background:#8c564b;color:white;padding:0 6px;border-radius:8px">SIMULATED behaviour'
-               '</span>' if sim else "")
-        failed = (f' · <span style="color:#b00020">failed: {esc_html((w.get("failed") or {}).get("cause"))}</span>'
-                  if w.get("failed") else "")
+        right, n = recalls_right(w)
         script = w.get("script") or {}
-        return (f"<div><code>{esc_html(w.get('world_id'))}</code> · {esc_html(w.get('cell_label', ''))} · script "
-                f"<b>{esc_html(script.get('script_id'))}</b> ({esc_html(script.get('domain'))}) · repetition "
-                f"{esc_html(w.get('repetition'))} · recalls right <b>{right}/{len(recalls)}</b> · valid "
-                f"<b>{esc_html(str(w.get('valid')))}</b>{failed}{tag}</div>"
-                f"<div style='color:#555;font-size:12px'>{esc_html(self.source)}</div>")
+        return render("explorer_recall_summary.html", world_id=as_text(w.get("world_id")),
+                      label=as_text(w.get("cell_label", "")), script_id=as_text(script.get("script_id")),
+                      domain=as_text(script.get("domain")), repetition=as_text(w.get("repetition")), right=right,
+                      recalls=n, valid=str(w.get("valid")),
+                      failed=as_text((w.get("failed") or {}).get("cause")) if w.get("failed") else "",
+                      simulated=any(is_simulated_route(a.get("route", "")) for a in w.get("agents") or []),
+                      source=self.source)
 
-    def _verdict_html(self, recall: dict[str, Any]) -> str:
+    def _verdict(self, recall: dict[str, Any]) -> str:
         scored = rescore(self.world, recall)
-        if scored.hedged:
-            return "<span style='color:#ff7f0e'>hedged (states a stale value too)</span>"
-        return ("<span style='color:#2ca02c'>right</span>" if scored.correct
-                else "<span style='color:#d62728'>wrong</span>")
+        return "hedged" if scored.hedged else "right" if scored.correct else "wrong"
 
     def _draw_turn(self) -> None:
         if not self.world:
@@ -118,35 +136,26 @@ class _WorldViews(SliderWorld):
         self.panel.show("timeline", highlight_turn(turn_timeline(self.world), t))
         self.panel.show("turn", self._turn_html(t))
 
-    def _turn_html(self, t: int) -> str:
-        e = esc_html
-        turn = next((x for x in self.world.get("turns") or [] if x["turn"] == t), None)
-        if turn is None:
-            head = f"<b>turn {t}</b>: before the first turn (the initial facts only)"
-        else:
-            head = f"<b>turn {t}</b> · {e(turn['role'])}"
-            recall = next((r for r in self.world.get("recalls") or [] if r["turn"] == t), None)
-            if recall is not None:
-                head += (f" · recall ({e(recall.get('failure_mode'))}): {e(recall.get('query'))} → "
-                         f"<code>{e(recall.get('answer'))}</code> "
-                         + self._verdict_html(recall))
-            elif turn.get("reply") is not None:
-                head += f" · reply: {e(turn.get('reply'))}"
-        written = [r for r in self.world.get("memory_log") or [] if r.get("turn") == t]
-        changes = "".join(f"<li>{'refused' if r.get('refused') else 'added'}: {e(r.get('text'))}"
-                          + "".join(f" <i>(removed entry {e(g.get('entry_id'))}: {e(g.get('text'))})</i>"
-                                    for g in r.get("removed") or []) + "</li>" for r in written)
-        rows = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in (
-            m.get("entry_id"), m.get("author_role"), m.get("authority"), m.get("turn"), m.get("namespace") or "",
-            m.get("text"))) + "</tr>" for m in memory_at_turn(self.world, t))
-        table = ("<table><tr><th>entry</th><th>author</th><th>authority</th><th>turn</th><th>namespace</th>"
-                 f"<th>text</th></tr>{rows}</table>" if rows else "<p><i>empty</i></p>")
-        memory = "shared memory" if (self.world.get("retrieval") or {}).get("memory", True) else \
-            "shared memory (not used in this condition)"
-        return (f"<div style='font-family:system-ui,sans-serif;font-size:13px'><p>{head} · world "
-                f"<code>{e(self.world.get('world_id'))}</code></p>"
-                + (f"<ul>{changes}</ul>" if changes else "")
-                + f"<b>{memory} after turn {t}</b>{table}</div>")
+    def _turn_html(self, t: int) -> Markup:
+        w = self.world
+        turn = next((x for x in w.get("turns") or [] if x["turn"] == t), None)
+        recall = (next((r for r in w.get("recalls") or [] if r["turn"] == t), None) if turn is not None else None)
+        written = [{"refused": bool(r.get("refused")), "text": as_text(r.get("text")),
+                    "removed": [{"entry_id": as_text(g.get("entry_id")), "text": as_text(g.get("text"))}
+                                for g in r.get("removed") or []]}
+                   for r in w.get("memory_log") or [] if r.get("turn") == t]
+        rows = [[as_text(v) for v in (m.get("entry_id"), m.get("author_role"), m.get("authority"), m.get("turn"),
+                                      m.get("namespace") or "", m.get("text"))] for m in memory_at_turn(w, t)]
+        retrieval = w.get("retrieval") or {}
+        memory = ("shared memory" if retrieval.get("memory", True) else
+                  f"shared memory (none in condition {as_text((w.get('cell') or {}).get('condition'))})")
+        return render("explorer_recall_turn.html", turn=t, world_id=as_text(w.get("world_id")),
+                      role=None if turn is None else as_text(turn["role"]),
+                      recall=None if recall is None else {
+                          "failure_mode": as_text(recall.get("failure_mode")), "query": as_text(recall.get("query")),
+                          "answer": as_text(recall.get("answer")), "verdict": self._verdict(recall)},
+                      reply=None if turn is None or turn.get("reply") is None else as_text(turn.get("reply")),
+                      written=written, rows=rows, memory=memory)
 
 
 # -- re-run from a study -------------------------------------------------------------------
@@ -174,9 +183,10 @@ def explore_world(study: str | Path, *, script_id: str, condition: str, model: s
     return outcome.world, outcome.steps
 
 
-class RecallExplorer(_WorldViews):
+class RecallExplorer(_WorldViews, StudyCellDropdown):
     """One world of a recall study, re-run for the settings the widgets hold: the
-    cell (its spec), then the script, condition, route and repetition set here."""
+    cell (its spec), then the script, condition, route and repetition set here; the
+    cell dropdown names the cell the settings make (:class:`StudyCellDropdown`)."""
 
     def __init__(self, study: str | Path, *, cell: int | None = None, script_id: str = "", condition: str = "",
                  model: str = "", repetition: int = 0) -> None:
@@ -197,8 +207,8 @@ class RecallExplorer(_WorldViews):
         spec = self.cell.spec
         ids = self._script_ids(spec)
         self.controls: dict[str, Any] = {
-            "cell": W.Dropdown(options=[(f"{c.index}: {c.label}", c.index) for c in self.study.cells],
-                               value=self.cell.index, description="cell", layout={"width": "60%"}),
+            "cell": W.Dropdown(options=self._cell_options(), value=self.cell.index, description="cell",
+                               layout={"width": "60%"}),
             "script": W.Dropdown(options=ids, value=script_id if script_id in ids else ids[0], description="script"),
             "condition": W.Dropdown(options=list(CONDITIONS), value=condition or spec.condition,
                                     description="condition"),
@@ -208,15 +218,15 @@ class RecallExplorer(_WorldViews):
             "repetition": W.BoundedIntText(value=repetition, min=0, max=999, description="repetition"),
         }
         self.run_button = W.Button(description="Run", button_style="primary", icon="play",
-                                   tooltip="run this world (a real model is only called when you press Run)")
+                                   tooltip="run this world (a real model is only called when you press Run, after "
+                                           "the preflight `workbench run` makes)")
         self.run_button.on_click(lambda _b: self.rerun())
         self.controls["cell"].observe(self._cell_changed, names="value")
         for name in ("script", "condition", "model", "repetition"):
             self.controls[name].observe(self._changed, names="value")
         c = self.controls
         self.widget = W.VBox([
-            W.HTML("<b>Recall world explorer</b>: a simulated route (<code>sim-recall/...</code>) re-runs on every "
-                   "change; any other route runs only when you press <b>Run</b>."),
+            W.HTML(render("explorer_intro.html", title="Recall world explorer", prefix="sim-recall")),
             c["cell"], W.HBox([c["script"], c["condition"]]), W.HBox([c["model"], c["repetition"], self.run_button]),
             self.status, self.views["summary"], self.views["timeline"], self.turn, self.views["turn"],
             self.views["retrieval"], self.views["context"], self.views["calls"],
@@ -229,13 +239,14 @@ class RecallExplorer(_WorldViews):
         return [x.script_id for x in cell_scripts(spec, self.study.base_dir)]
 
     def current_cell(self) -> Any:
-        """The chosen cell's spec with this condition and route (validated); its label is
-        dropped once the settings leave that cell, so the derived one names them."""
+        """The cell this condition and route make (validated): the study's own cell when
+        they are one, else the chosen cell changed, its label dropped so that the derived
+        one names the settings."""
         update = {"condition": self.controls["condition"].value, "model": str(self.controls["model"].value).strip()}
         data = self.cell.spec.model_dump(mode="json", exclude_unset=True)
         if any(getattr(self.cell.spec, k) != v for k, v in update.items()):
             data.pop("label", None)
-        return self.study.variant(self.cell, self.study.kind.cell_spec.model_validate({**data, **update}))
+        return self._as_cell(self.study.kind.cell_spec.model_validate({**data, **update}))
 
     def routes(self) -> set[str]:
         routes = set(self.study.kind.routes(self.current_cell().spec))
@@ -251,6 +262,8 @@ class RecallExplorer(_WorldViews):
         return ids.index(self.controls["script"].value) + int(self.controls["repetition"].value) * len(ids)
 
     def _cell_changed(self, _change: Any = None) -> None:
+        if not self._picked_study_cell():
+            return
         self.cell = self.study.cells[int(self.controls["cell"].value)]
         self._quiet = True
         try:
@@ -268,11 +281,14 @@ class RecallExplorer(_WorldViews):
         if self._quiet:
             return
         if not str(self.controls["model"].value).strip():
+            self._sync_cell(None, "(no route chosen)")
             self._forget("Choose or type a route for the model.")
             return
         try:
+            self._sync_cell(self.current_cell())
             simulated = self.simulated()
         except Exception as exc:  # noqa: BLE001 - a bad setting is shown, not raised into the widget loop
+            self._sync_cell(None)
             self._forget()
             self.panel.show("summary", error_html("these settings do not make a cell", exc))
             return
@@ -285,42 +301,51 @@ class RecallExplorer(_WorldViews):
         self.panel.idle("waiting for Run")
 
     def rerun(self) -> None:
-        """Run the world for the current settings and redraw every view."""
+        """Run the world for the current settings and redraw every view, once the
+        preflight of `workbench run` passes (it refuses, naming what is missing, before
+        any call)."""
         from workbench.aio import run_sync
         from workbench.study import run_one_world
 
         try:
-            cell, index = self.current_cell(), self.world_index()
+            cell, index, routes = self.current_cell(), self.world_index(), self.routes()
+            problems = preflight_problems(self.study, [cell.spec], routes)
         except Exception as exc:  # noqa: BLE001 - as above
             self._fail("these settings do not make a cell", exc)
             return
         what = f"script {self.controls['script'].value}, repetition {self.controls['repetition'].value} of {cell.label}"
-        source = f"re-run now from {self.study.path.name}, world #{index}, routes: {', '.join(sorted(self.routes()))}"
+        if problems:
+            self._refuse(what, problems)
+            return
+        source = f"re-run now from {self.study.path.name}, world #{index}, routes: {', '.join(sorted(routes))}"
         self._run_and_show(what, lambda: run_sync(run_one_world(self.study, cell, index)), source, "model calls")
 
 
 # -- open a recorded world -----------------------------------------------------------------
-class RecordedRecallExplorer(_WorldViews, CellWorldPicker):
+class RecordedRecallExplorer(_WorldViews, RecordedPicker):
     """A recall world of a run directory, shown from its records (no model called):
-    dropdowns for cell and world; ``verify`` replays it through the engine."""
+    dropdowns for cell and world, a filter per varying factor, each world's accuracy
+    and its page in `workbench view`; ``verify`` replays it through the engine."""
 
     title = "Recorded recall-world explorer"
+    outcome_columns = OUTCOMES
 
     def __init__(self, run_dir: str | Path, cell: str = "", world: str = "") -> None:
         import ipywidgets as W
 
         from workbench.records import load_run
 
-        self.records = load_run(run_dir)
-        if not self.records.worlds:
+        records = load_run(run_dir)
+        if not records.worlds:
             raise InputError(f"{run_dir} holds no finished world yet")
         self._quiet = False
         self._init_views()
-        self._pick_controls(self.records.worlds, cell, world)
+        self._pick_controls(records, cell, world)
         self.widget = W.VBox([
-            W.HTML(f"<b>Recorded recall worlds</b> of <code>{esc_html(self.records.dir)}</code>: shown from the "
-                   "records, no model is called."),
-            self.controls["cell"], W.HBox([self.controls["world"], self.verify_button]),
+            W.HTML(render("explorer_intro.html", title="Recorded recall worlds", run_dir=str(records.dir),
+                          what="world")),
+            self.filter_box(), self.controls["cell"], W.HBox([self.controls["world"], self.verify_button]),
+            self.jump, self.outcomes_view,
             self.status, self.views["summary"], self.views["timeline"], self.turn, self.views["turn"],
             self.views["retrieval"], self.views["context"], self.views["calls"],
         ])
@@ -340,12 +365,15 @@ class RecordedRecallExplorer(_WorldViews, CellWorldPicker):
             return
         wid = self.controls["world"].value
         if not wid:
-            self._forget("No world in this cell.")
+            self._forget(self._empty_note())
+            self._picked()
+            self.panel.idle()
             return
         self.panel.busy(f"opening {wid} ...")
         world = self.records.world(wid)
         self.source = f"recorded in {self.records.dir} (run {world.get('run')}); no model called"
         self._set_world(world, self.records.steps.get(wid, []))
+        self._picked()
         self.panel.idle(f"world {wid} ({len(self.steps)} model calls, from the records)")
 
     def verify(self) -> list[str]:

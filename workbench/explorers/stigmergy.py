@@ -27,10 +27,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from workbench.explorers.common import RecordedPicker, StudyCellDropdown, preflight_problems
 from workbench.params import Cell, Study, load_study
 from workbench.routes import is_simulated_route
-from workbench.views.escape import esc_html
-from workbench.views.panel import CellWorldPicker, Missing, Panel, SliderWorld, missing_run, note_html
+from workbench.views.escape import as_text
+from workbench.views.markup import Markup, render
+from workbench.views.panel import Missing, Panel, SliderWorld, missing_run, note_html
 from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.worlds.stigmergy.spec import CONDITIONS
 
@@ -55,6 +57,15 @@ def _with(options: tuple[Any, ...], value: Any) -> list[Any]:
 SUMMARY_METRICS = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write", "exposure",
                    "valid")
 RUN_COMMAND = ".venv/bin/workbench run params/smoke.yaml --out outputs/smoke"  # a run set to open (or outputs/demo)
+
+
+def _metric(name: str) -> Any:
+    return lambda w: (w.get("metrics") or {}).get(name)
+
+
+#: recorded mode's outcome columns (the first is counted per cell in the cell list): names as the CLI prints them
+OUTCOMES = (("coordinated", _metric("cross_agent_access")), ("joint success", _metric("joint_success")),
+            ("pair wrote", _metric("pair_write")), ("valid", lambda w: w.get("valid")))
 
 
 # -- views as outputs ------------------------------------------------------------------
@@ -108,17 +119,14 @@ class _WorldViews(SliderWorld):
         self.panel.show("transcripts", transcripts_html(self.world, self.steps))
         self._draw_step()
 
-    def _summary_html(self) -> str:
+    def _summary_html(self) -> Markup:
         w = self.world
         m = w.get("metrics") or {}
-        sim = any(is_simulated_route(a.get("route", "")) for a in w.get("agents") or [])
-        tag = (' <span style="background:#8c564b;color:white;padding:0 6px;border-radius:8px">SIMULATED behaviour'
-               '</span>' if sim else "")
-        failed = (f' · <span style="color:#b00020">failed: {esc_html((w.get("failed") or {}).get("cause"))}</span>'
-                  if w.get("failed") else "")
-        return (f"<div><code>{esc_html(w.get('world_id'))}</code> · {esc_html(w.get('cell_label', ''))} · "
-                + " · ".join(f"{k}: <b>{esc_html(str(m.get(k)))}</b>" for k in SUMMARY_METRICS)
-                + f"{failed}{tag}</div><div style='color:#555;font-size:12px'>{esc_html(self.source)}</div>")
+        return render("explorer_stigmergy_summary.html", world_id=as_text(w.get("world_id")),
+                      label=as_text(w.get("cell_label", "")), metrics=[(k, str(m.get(k))) for k in SUMMARY_METRICS],
+                      failed=as_text((w.get("failed") or {}).get("cause")) if w.get("failed") else "",
+                      simulated=any(is_simulated_route(a.get("route", "")) for a in w.get("agents") or []),
+                      source=self.source)
 
     def current_step(self) -> dict[str, Any] | None:
         if not self.steps:
@@ -137,7 +145,7 @@ class _WorldViews(SliderWorld):
         self.panel.show("timeline", fig)
         self.panel.show("step", self._step_html(s))
 
-    def _step_html(self, s: dict[str, Any] | None) -> str:
+    def _step_html(self, s: dict[str, Any] | None) -> Markup:
         from workbench.worlds.stigmergy.views import store_at_step
         from workbench.worlds.stigmergy.views.steps import effect_summary, op_kind
 
@@ -145,15 +153,14 @@ class _WorldViews(SliderWorld):
             return note_html("This world has no steps.")
         store = store_at_step(self.world, self.steps, s["seq"])
         reply = s.get("reply") or {}
-        rows = "".join(f"<li>{esc_html(line)}</li>" for line in (
-            f"{s['agent']} ({s.get('role', '')}) · own step {s.get('agent_step')} · t={s.get('t_done')}",
-            f"operation: {op_kind(s)} · {effect_summary(self.world, s)}",
-            f"reply: {(reply.get('text') or reply.get('error') or '')[:400]}",
-            f"result shown: {s.get('result')}",
-        ))
-        return (f"<div><b>step {esc_html(s['seq'])} of {len(self.steps)}</b> in "
-                f"<code>{esc_html(self.world.get('world_id'))}</code><ul>{rows}</ul>"
-                f"<b>store after step {esc_html(s['seq'])}</b>{store.to_html(index=False, escape=True)}</div>")
+        lines = [f"{s['agent']} ({s.get('role', '')}) · own step {s.get('agent_step')} · t={s.get('t_done')}",
+                 f"operation: {op_kind(s)} · {effect_summary(self.world, s)}",
+                 f"reply: {(reply.get('text') or reply.get('error') or '')[:400]}",
+                 f"result shown: {s.get('result')}"]
+        # the store table is pandas' HTML with every value escaped (escape=True)
+        return render("explorer_stigmergy_step.html", seq=as_text(s["seq"]), n_steps=len(self.steps),
+                      world_id=as_text(self.world.get("world_id")), lines=lines,
+                      store=Markup(store.to_html(index=False, escape=True)))
 
 
 def highlight_step(fig: Any, world: dict[str, Any], steps: list[dict[str, Any]], step: dict[str, Any]) -> Any:
@@ -173,9 +180,10 @@ def highlight_step(fig: Any, world: dict[str, Any], steps: list[dict[str, Any]],
 
 
 # -- re-run from a study -----------------------------------------------------------------
-class WorldExplorer(_WorldViews):
+class WorldExplorer(_WorldViews, StudyCellDropdown):
     """One world of a study, re-run for the settings the widgets hold. ``widget`` is what
-    a notebook displays; ``world``/``steps`` are the records of the world on show."""
+    a notebook displays; ``world``/``steps`` are the records of the world on show; the
+    cell dropdown names the cell the settings make (:class:`StudyCellDropdown`)."""
 
     def __init__(self, study: Study, cell_index: int = 0, world_index: int = 0, model: str | None = None) -> None:
         import ipywidgets as W
@@ -186,8 +194,8 @@ class WorldExplorer(_WorldViews):
         self._init_views()
         spec = self.cell.spec
         self.controls: dict[str, Any] = {
-            "cell": W.Dropdown(options=[(f"{c.index}: {c.label}", c.index) for c in study.cells],
-                               value=self.cell.index, description="cell"),
+            "cell": W.Dropdown(options=self._cell_options(), value=self.cell.index, description="cell",
+                               layout={"width": "60%"}),
         }
         for name, opts in FACTORS.items():
             self.controls[name] = W.Dropdown(options=_with(opts, getattr(spec, name)), value=getattr(spec, name),
@@ -198,15 +206,15 @@ class WorldExplorer(_WorldViews):
             description="model", placeholder="sim/NAME, a catalogue name, local/NAME or provider/model")
         self.controls["world"] = W.BoundedIntText(value=world_index, min=0, max=10**6, description="world #")
         self.run_button = W.Button(description="Run", button_style="primary", icon="play",
-                                   tooltip="run this world (a real model is only called when you press Run)")
+                                   tooltip="run this world (a real model is only called when you press Run, after "
+                                           "the preflight `workbench run` makes)")
         self.run_button.on_click(lambda _b: self.rerun())
         self.controls["cell"].observe(self._cell_changed, names="value")
         for name in (*FACTORS, "model", "world"):
             self.controls[name].observe(self._changed, names="value")
         c = self.controls
         self.widget = W.VBox([
-            W.HTML("<b>World explorer</b>: a simulated route (<code>sim/...</code>) re-runs on every change; any "
-                   "other route runs only when you press <b>Run</b>."),
+            W.HTML(render("explorer_intro.html", title="World explorer", prefix="sim")),
             W.HBox([c["cell"], c["world"]]),
             W.HBox([c["condition"], c["clauses"], c["scheduler"]]),
             W.HBox([c["vocabulary"], c["reader_signal"], c["pairs"], c["solos"]]),
@@ -222,15 +230,15 @@ class WorldExplorer(_WorldViews):
         return cls(load_study(path), cell, world_index, model or None)
 
     def current_cell(self) -> Cell:
-        """The chosen cell with the widgets' factors and route (validated); a cell label
-        is dropped once the settings leave that cell, so the derived one names them."""
+        """The cell the widgets' factors and route make (validated): the study's own cell
+        when they are one, else the chosen cell changed, its label dropped so that the
+        derived one names the settings."""
         update: dict[str, Any] = {k: self.controls[k].value for k in FACTORS}
         update["model"] = str(self.controls["model"].value).strip()
         data = self.cell.spec.model_dump(mode="json", exclude_unset=True)
         if any(getattr(self.cell.spec, k) != v for k, v in update.items()):
             data.pop("label", None)
-        spec = self.study.kind.cell_spec.model_validate({**data, **update})
-        return self.study.variant(self.cell, spec)
+        return self._as_cell(self.study.kind.cell_spec.model_validate({**data, **update}))
 
     def routes(self) -> set[str]:
         """Every route the current settings would call (agents, and the study's monitor)."""
@@ -243,6 +251,8 @@ class WorldExplorer(_WorldViews):
         return all(is_simulated_route(r) for r in self.routes())
 
     def _cell_changed(self, _change: Any = None) -> None:
+        if not self._picked_study_cell():
+            return
         self.cell = self.study.cells[int(self.controls["cell"].value)]
         self._quiet = True
         try:
@@ -256,13 +266,21 @@ class WorldExplorer(_WorldViews):
         self._changed()
 
     def _changed(self, _change: Any = None) -> None:
-        """Any setting changed: re-run at once when every route is simulated, else
-        empty the views and wait for Run."""
+        """Any setting changed: the cell dropdown names the cell they make; re-run at once
+        when every route is simulated, else empty the views and wait for Run."""
         if self._quiet:
             return
         if not str(self.controls["model"].value).strip():
+            self._sync_cell(None, "(no route chosen)")
             self._forget("Choose or type a route for the model.")
             return
+        try:
+            cell = self.current_cell()
+        except Exception as exc:  # noqa: BLE001 - a bad setting is shown, not raised into the widget loop
+            self._sync_cell(None)
+            self._fail("these settings do not make a cell", exc)
+            return
+        self._sync_cell(cell)
         if self.simulated():
             self.rerun()
             return
@@ -272,43 +290,50 @@ class WorldExplorer(_WorldViews):
         self.panel.idle("waiting for Run")
 
     def rerun(self) -> None:
-        """Run the world for the current settings and redraw every view."""
+        """Run the world for the current settings and redraw every view, once the
+        preflight of `workbench run` passes (it refuses, naming what is missing, before
+        any call)."""
         from workbench.aio import run_sync
         from workbench.study import run_one_world
 
         index = int(self.controls["world"].value)
         try:
             cell = self.current_cell()
+            routes = self.routes()
+            problems = preflight_problems(self.study, [cell.spec], routes)
         except Exception as exc:  # noqa: BLE001 - a bad setting is shown, not raised into the widget loop
             self._fail("these settings do not make a cell", exc)
             return
-        source = f"re-run now from {self.study.path.name}, world #{index}, routes: {', '.join(sorted(self.routes()))}"
-        self._run_and_show(f"world {index} of {cell.label}", lambda: run_sync(run_one_world(self.study, cell, index)),
-                           source, "steps")
+        what = f"world {index} of {cell.label}"
+        if problems:
+            self._refuse(what, problems)
+            return
+        source = f"re-run now from {self.study.path.name}, world #{index}, routes: {', '.join(sorted(routes))}"
+        self._run_and_show(what, lambda: run_sync(run_one_world(self.study, cell, index)), source, "steps")
 
 
 # -- open a recorded world -----------------------------------------------------------------
-class RecordedWorldExplorer(_WorldViews, CellWorldPicker):
+class RecordedWorldExplorer(_WorldViews, RecordedPicker):
     """A world of a run directory, shown from its records (no model is called):
-    dropdowns for cell and world. ``verify`` replays it through the engine with its
-    recorded replies (``workbench replay --verify``)."""
+    dropdowns for cell and world, a filter per varying factor, each world's outcomes
+    and its page in `workbench view`. ``verify`` replays it through the engine with
+    its recorded replies (``workbench replay --verify``)."""
 
     title = "Recorded-world explorer"
+    outcome_columns = OUTCOMES
 
     def __init__(self, run_dir: str | Path, cell: str = "", world: str = "") -> None:
         import ipywidgets as W
 
         from workbench.records import load_run
 
-        self.records = load_run(run_dir)
         self._quiet = False
         self._init_views()
-        worlds = self.records.worlds
-        self._pick_controls(worlds, cell, world)
+        self._pick_controls(load_run(run_dir), cell, world)
         self.widget = W.VBox([
-            W.HTML(f"<b>Recorded worlds</b> of <code>{esc_html(self.records.dir)}</code>: shown from the records, "
-                   "no model is called."),
-            W.HBox([self.controls["cell"], self.controls["world"], self.verify_button]),
+            W.HTML(render("explorer_intro.html", title="Recorded worlds", run_dir=str(self.records.dir), what="world")),
+            self.filter_box(), W.HBox([self.controls["cell"], self.controls["world"], self.verify_button]),
+            self.jump, self.outcomes_view,
             self.status, self.views["summary"], self.views["timeline"], self.step, self.views["step"],
             self.views["transcripts"],
         ])
@@ -327,11 +352,14 @@ class RecordedWorldExplorer(_WorldViews, CellWorldPicker):
             return
         wid = self.controls["world"].value
         if not wid:
-            self._forget("No world in this cell.")
+            self._forget(self._empty_note())
+            self._picked()
+            self.panel.idle()
             return
         self.panel.busy(f"opening {wid} ...")
         self.source = f"recorded in {self.records.dir} (run {self.records.world(wid).get('run')}); no model called"
         self._set_world(self.records.world(wid), self.records.steps.get(wid, []))
+        self._picked()
         self.panel.idle(f"world {wid} ({len(self.steps)} steps, from the records)")
 
     def verify(self) -> list[str]:
@@ -358,5 +386,3 @@ def open_explorer(study: str | Path = "", run_dir: str | Path = "", *, cell: int
         return (missing_run(run_dir, RUN_COMMAND)
                 or RecordedWorldExplorer.from_run(run_dir, cell if isinstance(cell, str) else "", world))
     return WorldExplorer.from_study(study, int(cell), world_index, model or None)
-
-
