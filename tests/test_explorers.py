@@ -626,12 +626,12 @@ def test_recorded_worlds_show_their_outcomes(stigmergy_run: Path) -> None:
                                 yes_no[w["valid"]]], w["world_id"]
         valid = [w for w in worlds if w["valid"]]
         coordinated = sum(bool(w["metrics"]["cross_agent_access"]) for w in valid)
-        assert f"coordinated {coordinated}/{len(valid)}" in ex.controls["cell"].label
+        assert f"cross-agent access {coordinated}/{len(valid)}" in ex.controls["cell"].label
         shown_row = [r for r in rows if r[0].endswith("(shown)")]
         assert [r[0] for r in shown_row] == [f"{ex.world['world_id']} (shown)"]
         for label, wid in ex.controls["world"].options:
             w = records.world(wid)
-            assert f"coordinated {yes_no[w['metrics']['cross_agent_access']]}" in label
+            assert f"cross-agent access {yes_no[w['metrics']['cross_agent_access']]}" in label
 
 
 def test_recorded_worlds_filter_by_the_factors_that_vary(stigmergy_run: Path) -> None:

@@ -33,6 +33,7 @@ from workbench.routes import is_simulated_route
 from workbench.views.escape import as_text
 from workbench.views.markup import Markup, render
 from workbench.views.panel import Missing, Panel, SliderWorld, missing_run, note_html
+from workbench.worlds.stigmergy.labels import label
 from workbench.worlds.stigmergy.simulated import PROFILES
 from workbench.worlds.stigmergy.spec import CONDITIONS
 
@@ -63,9 +64,9 @@ def _metric(name: str) -> Any:
     return lambda w: (w.get("metrics") or {}).get(name)
 
 
-#: recorded mode's outcome columns (the first is counted per cell in the cell list): names as the CLI prints them
-OUTCOMES = (("coordinated", _metric("cross_agent_access")), ("joint success", _metric("joint_success")),
-            ("pair wrote", _metric("pair_write")), ("valid", lambda w: w.get("valid")))
+#: recorded mode's outcome columns (the first is counted per cell in the cell list), named as every surface names them
+OUTCOMES = (*((label(m), _metric(m)) for m in ("cross_agent_access", "joint_success", "pair_write")),
+            ("valid", lambda w: w.get("valid")))
 
 
 # -- views as outputs ------------------------------------------------------------------
