@@ -162,8 +162,9 @@ def test_batch_reports_a_failed_cell_and_resumes(tmp_path):
 
 
 def test_batch_takes_relative_paths_while_notebooks_change_directory(tmp_path, monkeypatch):
-    """papermill chdirs while a notebook runs; a relative path resolved afterwards, in
-    another thread, pointed into notebooks/ (cells failed at random)."""
+    """The study runs in a kernel whose working directory is the notebooks' folder, and a notebook
+    may chdir the batch's own process (papermill did, with cells in other threads): a relative
+    path resolved after the batch began pointed into notebooks/ (cells failed at random)."""
     from workbench.publish import batch
 
     spec = study_dict(name="relbatch", worlds_per_cell=1, cells=[{"model": "sim/diligent"}, {"model": "sim/loner"}])
@@ -173,12 +174,19 @@ def test_batch_takes_relative_paths_while_notebooks_change_directory(tmp_path, m
     elsewhere.mkdir()
     seen = []
 
-    def fake_execute(name, output, parameters, **kw):  # what papermill does to the process
-        seen.append(parameters["params"])
-        os.chdir(elsewhere)
+    class FakeKernel:  # what a notebook may do to the process
+        def __init__(self, cwd, *, timeout_s):
+            pass
+
+        def execute(self, name, output, parameters):
+            seen.append(parameters["params"])
+            os.chdir(elsewhere)
+
+        def close(self):
+            pass
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(batch, "execute", fake_execute)
+    monkeypatch.setattr(batch, "SharedKernel", FakeKernel)
     result = batch.run_batch("relbatch.yaml", "out", parallel=1, timeout_s=30, report=False)
     assert len(result.done) == 2
     assert seen == [str(tmp_path / "relbatch.yaml")] * 2

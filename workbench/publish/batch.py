@@ -1,5 +1,5 @@
-"""`workbench batch PARAMS --out DIR`: one papermill run of study.ipynb per cell,
-cells in parallel up to a limit, each executed notebook kept; then the analysis.
+"""`workbench batch PARAMS --out DIR`: study.ipynb executed once per cell (papermill
+parameters, each executed notebook kept), cells in parallel up to a limit; then the analysis.
 
 Each cell writes its own run directory under DIR/cells/CELL_ID (so parallel
 cells never share a file); DIR as a whole loads as one run set. A failed cell
@@ -7,26 +7,41 @@ is reported and the others go on; running the same command again resumes
 every cell where it stopped; a cell whose worlds are all recorded under its current
 design records that run without starting a kernel.
 
+One kernel per parallel slot runs that slot's cells one after another: a fresh
+kernel per cell cost about 6.6 s of start-up and imports (plotly, pandas, the
+kinds) for runs that take a fraction of a second. Before each notebook the
+kernel is put back to what a notebook expects of a new one (empty namespace,
+execution count 1, the notebook's folder as working directory, plotly's
+renderer unset so that ``setup()`` emits plotly.js into this notebook too);
+the modules it imported stay imported, which is the point. A kernel whose
+notebook failed, timed out or died is replaced before the next cell, so that
+a half-run cell leaves nothing behind.
+
 With ``progress``, a bar on stderr counts finished cells (papermill's per-cell
 bars are off here: cells run in parallel) and the report then shows papermill's
 own bar; ``-v`` logs each cell as it ends (the ``workbench`` logger)."""
 from __future__ import annotations
 
-import concurrent.futures
+import atexit
 import json
 import logging
+import os
+import queue
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from workbench.params import load_study
-from workbench.publish.notebooks import NotebookError, execute
+from workbench.publish.notebooks import NotebookError, _kernel_manager, kernel_lines_to_show, notebook_path
 from workbench.records import BATCH_CELLS
 from workbench.study import infrastructure_failures, run_study
 
 log = logging.getLogger(__name__)
+
+ENGINE = "workbench-shared-kernel"  # papermill engine name of SharedKernel.execute
 
 
 @dataclass
@@ -70,11 +85,155 @@ def finished(study: Any, cell_id: str, cell_dir: Path) -> bool:
     return all(w.get("design") == fingerprint for w in wanted)  # type: ignore[union-attr]
 
 
+# Run silently before each notebook (see the module docstring). IPython's reset without its
+# gc.collect(), which alone took 0.2 s per notebook in a kernel holding the kinds' modules (the
+# collector runs on its own later); without a new history session, a sqlite write. plotly's renderer
+# is set to a plain one so that the notebook's setup() finds it unset and emits plotly.js into its
+# own output, as in a new kernel.
+_FRESH = """\
+def _workbench_fresh(cwd):
+    import gc, os, sys
+    os.chdir(cwd)
+    if "plotly.io" in sys.modules:
+        sys.modules["plotly.io"].renderers.default = "json"
+    shell = get_ipython()
+    collect, gc.collect = gc.collect, lambda generation=2: 0
+    try:
+        shell.reset(new_session=False)
+    finally:
+        gc.collect = collect
+    shell.execution_count = 1
+_workbench_fresh({cwd!r})
+"""
+
+
+class SharedKernel:
+    """One project kernel that executes notebook after notebook through papermill.
+
+    Made, used and closed in one thread: its client's sockets belong to that thread's event
+    loop. The kernel process's own stdout and stderr are shown per notebook as
+    ``workbench.publish.notebooks.execute`` shows them (known noise dropped after a success)."""
+
+    def __init__(self, cwd: Path, *, timeout_s: int) -> None:
+        from jupyter_core.utils import run_sync
+
+        from workbench.publish.kernel import KERNEL_NAME, install_kernel, kernel_installed
+
+        if not kernel_installed():
+            install_kernel()
+        self.cwd = cwd
+        self.timeout_s = timeout_s
+        self._output: IO[bytes] = tempfile.TemporaryFile()
+        self._shown = 0  # bytes of the kernel's own output already looked at
+        self.km = _kernel_manager(self._output)(kernel_name=KERNEL_NAME)
+        run_sync(self.km.start_kernel)(cwd=str(cwd))
+        import papermill  # noqa: F401 - seconds of imports (nbformat's validator), here while the kernel boots
+
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        try:
+            run_sync(self.kc.wait_for_ready)(timeout=60)
+        except RuntimeError:
+            self.close()
+            raise
+        self.kc.allow_stdin = False
+
+    def alive(self) -> bool:
+        from jupyter_core.utils import run_sync
+
+        return bool(run_sync(self.km.is_alive)())
+
+    def _fresh(self) -> None:
+        from jupyter_core.utils import run_sync
+
+        reply = run_sync(self.kc.execute_interactive)(
+            _FRESH.format(cwd=str(self.cwd)), silent=True, store_history=False, timeout=60,
+            output_hook=lambda msg: None)
+        if reply["content"]["status"] != "ok":
+            raise NotebookError(f"could not reset the batch kernel: {reply['content'].get('evalue', '')}")
+
+    def _pass_on(self, label: str, *, ok: bool) -> None:
+        # pread: the kernel process shares this file's offset and keeps writing at it
+        fd = self._output.fileno()
+        size = os.fstat(fd).st_size
+        text = os.pread(fd, size - self._shown, self._shown).decode("utf-8", errors="replace")
+        self._shown = size
+        lines = kernel_lines_to_show(text, ok=ok, verbose=log.isEnabledFor(logging.INFO))
+        if lines:
+            print(f"-- the kernel running {label} wrote:", file=sys.stderr)
+            print("\n".join(lines), file=sys.stderr, flush=True)
+
+    def execute(self, name: str | Path, output: Path, parameters: dict[str, Any]) -> Path:
+        """Run one notebook with ``parameters`` into ``output`` (kept, failed or not), as
+        ``workbench.publish.notebooks.execute`` would in a new kernel; NotebookError if it failed."""
+        import papermill as pm
+        from nbclient.exceptions import CellControlSignal, DeadKernelError
+
+        _register_engine()
+        source = notebook_path(name)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        log.info("executing %s into %s (shared kernel)", source.name, output)
+        ok = False
+        try:
+            self._fresh()
+            pm.execute_notebook(
+                str(source), str(output), parameters=parameters, engine_name=ENGINE, kernel=self,
+                kernel_name=self.km.kernel_name, execution_timeout=self.timeout_s, progress_bar=False,
+                log_output=False, request_save_on_cell_execute=False)
+            ok = True
+        except pm.PapermillExecutionError as exc:
+            raise NotebookError(f"{source.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue} "
+                                f"(executed notebook kept at {output})") from None
+        except (CellControlSignal, DeadKernelError, TimeoutError, RuntimeError) as exc:  # a timeout, a dead kernel
+            raise NotebookError(f"{source.name} did not finish: {type(exc).__name__}: {exc}") from None
+        finally:
+            self._pass_on(output.name, ok=ok)
+        return output
+
+    def close(self) -> None:
+        from jupyter_core.utils import run_sync
+
+        try:
+            self.kc.stop_channels()
+            if run_sync(self.km.is_alive)():
+                run_sync(self.km.shutdown_kernel)()
+            run_sync(self.km.cleanup_resources)()
+        finally:
+            self._pass_on("the batch", ok=True)
+            self._output.close()
+
+
+def _register_engine() -> None:
+    """papermill's nbclient engine, handed a running kernel and its client instead of starting one."""
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.log import logger
+
+    if ENGINE in papermill_engines._engines:
+        return
+
+    class SharedKernelEngine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, log_output: bool = False,
+                                     stdout_file: Any = None, stderr_file: Any = None, start_timeout: int = 60,
+                                     execution_timeout: int | None = None, **kwargs: Any) -> Any:
+            kernel: SharedKernel = kwargs["kernel"]
+            client = PapermillNotebookClient(
+                nb_man, km=kernel.km, timeout=execution_timeout, startup_timeout=start_timeout,
+                kernel_name=kernel_name, log=logger, log_output=log_output)
+            client.kc = kernel.kc  # with a client already there nbclient neither starts nor stops one
+            try:
+                return client.execute()
+            finally:
+                atexit.unregister(client._cleanup_kernel)  # registered per notebook; it would keep every notebook
+
+    papermill_engines.register(ENGINE, SharedKernelEngine)
+
+
 def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, timeout_s: int = 1800,
               report: bool = True, lock: dict | None = None, progress: bool = False) -> BatchResult:
     study = load_study(params)  # a bad file fails here, before any kernel starts
-    # Resolve paths now: papermill changes the process's working directory while a
-    # notebook runs, so a relative path resolved in another thread would point elsewhere.
+    # Resolve paths now: the study runs in the kernel, whose working directory is the notebooks' folder.
     params_path = str(Path(params).resolve())
     out = Path(out_dir).resolve()
     (out / BATCH_CELLS).mkdir(parents=True, exist_ok=True)
@@ -83,41 +242,83 @@ def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, tim
         (out / "lock.json").write_text(json.dumps(lock, indent=1) + "\n")
 
     done_lock = threading.Lock()
+    pending: queue.SimpleQueue[str] = queue.SimpleQueue()
+    for c in study.cells:
+        pending.put(c.cell_id)
+    ended: queue.SimpleQueue[tuple[str, str | None, BaseException | None]] = queue.SimpleQueue()
+    stop = threading.Event()
 
-    def one(cell_id: str) -> str:
+    def one(cell_id: str, kernel: SharedKernel | None) -> SharedKernel | None:
+        """Run one cell; the kernel to use for the next one (None: start one when needed)."""
         if finished(study, cell_id, out / BATCH_CELLS / cell_id):
             # every world is recorded under the design the study has now: the run that finds them
             # done is recorded here, without a kernel (the notebook of the run that made them is kept)
             with done_lock:
                 run_study(study, out / BATCH_CELLS / cell_id, cell_ids=[cell_id], progress=False, keep_worlds=False)
-            return cell_id
-        execute("study", out / "notebooks" / f"study-{cell_id}.ipynb", {
-            "params": params_path, "out": str(out / BATCH_CELLS / cell_id), "cells": cell_id,
-            "concurrency": 0}, timeout_s=timeout_s)
-        return cell_id
+            return kernel
+        kernel = kernel or SharedKernel(notebook_path("study").parent, timeout_s=timeout_s)
+        try:
+            kernel.execute("study", out / "notebooks" / f"study-{cell_id}.ipynb", {
+                "params": params_path, "out": str(out / BATCH_CELLS / cell_id), "cells": cell_id,
+                "concurrency": 0})
+        except NotebookError:
+            kernel.close()  # the next cell gets a new kernel: nothing of a half-run cell carries over
+            raise
+        return kernel
+
+    def slot() -> None:
+        kernel: SharedKernel | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    cell_id = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    kernel = one(cell_id, kernel)
+                    ended.put((cell_id, None, None))
+                except NotebookError as exc:
+                    kernel = None
+                    ended.put((cell_id, str(exc), None))
+                except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+                    kernel = None
+                    ended.put((cell_id, None, exc))
+                    return
+        finally:
+            if kernel is not None:
+                kernel.close()
 
     from tqdm import tqdm
 
     bar = tqdm(total=len(study.cells), unit="cell", desc=f"batch {study.name}", file=sys.stderr,
                dynamic_ncols=True, disable=not progress)
-    with bar, concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        futures = {pool.submit(one, c.cell_id): c.cell_id for c in study.cells}
-        for fut in concurrent.futures.as_completed(futures):
-            cid = futures[fut]
-            try:
-                fut.result()
-                result.done.append(cid)
-                log.info("cell %s done", cid)
-            except NotebookError as exc:
-                result.failed[cid] = str(exc)
-                log.info("cell %s failed: %s", cid, exc)
-            if (out / BATCH_CELLS / cid / "manifest.json").exists():
-                causes = infrastructure_failures(out / BATCH_CELLS / cid)
-                if causes:
-                    result.infrastructure[cid] = causes
-            bar.update(1)
-            if result.failed:
-                bar.set_postfix(failed=len(result.failed))
+    slots = [threading.Thread(target=slot, name=f"batch-slot-{i}", daemon=True)
+             for i in range(max(1, min(parallel, len(study.cells))))]
+    with bar:
+        for t in slots:
+            t.start()
+        try:
+            for _ in study.cells:
+                cid, failure, crash = ended.get()
+                if crash is not None:
+                    raise crash
+                if failure is None:
+                    result.done.append(cid)
+                    log.info("cell %s done", cid)
+                else:
+                    result.failed[cid] = failure
+                    log.info("cell %s failed: %s", cid, failure)
+                if (out / BATCH_CELLS / cid / "manifest.json").exists():
+                    causes = infrastructure_failures(out / BATCH_CELLS / cid)
+                    if causes:
+                        result.infrastructure[cid] = causes
+                bar.update(1)
+                if result.failed:
+                    bar.set_postfix(failed=len(result.failed))
+        finally:
+            stop.set()
+            for t in slots:
+                t.join()
     if report and result.done:
         from workbench.publish.report import make_report
 
