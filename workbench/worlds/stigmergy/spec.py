@@ -32,7 +32,7 @@ class StigmergyCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # factors added after cells were first recorded: left out of the cell id at their default
     HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary", "reader_signal", "pairs", "solos", "signal_roles",
-                                                      "request_path")
+                                                      "request_path", "actions")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim/diligent", description="route for every role without an override")
     agents: dict[str, AgentOverride] = Field(
@@ -67,8 +67,15 @@ class StigmergyCell(BaseModel):
     digits: int = Field(6, ge=2, le=18, description="task difficulty: digits of each N")
     modulus: int = Field(97, ge=2, le=100_000)
     sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, reasoning_effort ...")
-    constrained: bool = Field(False, description="send a JSON schema of the operations as response_format; "
-                                                 "constraining changes what is measured, so it is recorded")
+    constrained: bool = Field(False, description="send a JSON schema of the operations as response_format "
+                                                 "(actions: json-text), or force a tool call with tool_choice "
+                                                 "(actions: tools); constraining changes what is measured, so it is "
+                                                 "recorded")
+    actions: Literal["json-text", "tools"] = Field(
+        "json-text", description="how an agent acts: one JSON object as its reply text (the paper), or one call of "
+                                 "the tools list/read/write/submit (only those the condition offers) whose results "
+                                 "come back as tool messages; the system prompt's interface sentence and operation "
+                                 "lines follow (templates system_tools, ops_tools/, tools/)")
     prompts: str = Field("prompts/stigmergy", description="template folder, relative to the params file")
 
     @model_validator(mode="after")
