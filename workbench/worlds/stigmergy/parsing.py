@@ -6,7 +6,29 @@ be one JSON object; ``lenient`` takes the text from the first ``{`` to the last
 Whatever rule decides, every reply is also classified (fenced, prose-wrapped,
 several objects), because the source paper found that these shapes alone could
 remove whole cells. Parsing never raises: model text is data.
-"""
+
+Tool replies (a cell with ``actions: tools``) have their own counterpart of the two
+rules, since the same "is this one operation?" question has other failure shapes
+there: no call at all, several calls, a call of a tool that was not offered, and
+arguments that are not JSON or lack a field (``bad arguments``). Arguments are
+checked as the JSON-text fields are (:func:`validate_op`), the same under both rules.
+
+- ``strict``: exactly one call, of an offered tool, with well-formed arguments. Text
+  beside the call is ignored (narrating a call is what tool-trained models do; it is
+  counted as ``text_with_call``, never invalid).
+- ``lenient``: the first well-formed call where there are several (the others are not
+  run, and their results say so); where there is no call, the reply's text read by the
+  JSON-text lenient rule (first ``{`` to last ``}``), as an operation object
+  (``{"op": ...}``) or as a call written out as text (``{"name"|"tool": NAME,
+  "arguments"|"parameters": {...}}``, which is what a chat template that the server
+  does not parse for calls leaves in the text).
+
+Why this lenient rule: it mirrors the JSON-text one (accept what can be read
+unambiguously as one intended operation, refuse what cannot), and the two cases it
+rescues are the ones a server or template, not the model's choice of action, decides.
+A call of an unknown tool or with bad arguments is never rescued: no rule can say what
+the model meant. Every tool reply is classified whichever rule decides
+(:class:`ToolShape`: ``no_call``, ``multi_call``, ``unknown_tool``, ``bad_args``)."""
 from __future__ import annotations
 
 import functools
@@ -42,10 +64,14 @@ class ParseOutcome:
     valid: bool
     op: dict[str, Any] | None = None
     error: str | None = None
+    call: int | None = None  # tool replies: the index of the call taken as the operation
 
     def to_record(self) -> dict[str, Any]:
         # built by hand: asdict() would deep-copy (and recurse into) model-written values
-        return {"rule": self.rule, "valid": self.valid, "op": self.op, "error": self.error}
+        out = {"rule": self.rule, "valid": self.valid, "op": self.op, "error": self.error}
+        if self.call is not None:  # only a tool reply's call: JSON-text records keep their keys
+            out["call"] = self.call
+        return out
 
 
 MAX_DEPTH = 32  # deeper model-written JSON is refused, so that records stay serialisable
@@ -244,3 +270,140 @@ def parse_both(text: str, allowed_ops: tuple[str, ...]) -> dict[str, Any]:
         "lenient": parse_reply(text, "lenient", allowed_ops).to_record(),
         "shape": as_record(shape),
     }
+
+
+# -- tool replies ---------------------------------------------------------------------
+NO_CALL, MULTI_CALL, UNKNOWN_TOOL, BAD_ARGS = "no tool call", "several tool calls", "unknown tool", "bad arguments"
+# why a tool reply is invalid, as the attrition table names it (by the prefix of the outcome's error)
+TOOL_INVALID_SHAPES: dict[str, str] = {NO_CALL: "no call", MULTI_CALL: "several calls", UNKNOWN_TOOL: "unknown tool",
+                                       BAD_ARGS: "bad arguments"}
+
+
+@dataclass(frozen=True)
+class ToolShape:
+    """What a tool reply looks like, independent of any rule: its calls, and its text's
+    shape (the JSON-text fields; ``empty`` means no call and no text)."""
+
+    n_calls: int = 0
+    no_call: bool = False
+    multi_call: bool = False
+    unknown_tool: bool = False  # some call names a tool that was not offered
+    bad_args: bool = False  # some call of an offered tool has arguments that are not one well-formed operation
+    text_with_call: bool = False  # text beside a call (ignored by both rules)
+    n_objects: int = 0
+    multi_object: bool = False
+    fenced: bool = False
+    prose_wrapped: bool = False
+    empty: bool = False
+
+
+def _call_op(call: Any, allowed_ops: tuple[str, ...]) -> tuple[dict[str, Any] | None, str]:
+    """One call as an operation, or the error (prefixed by its class) that says why not."""
+    if not isinstance(call, dict):
+        return None, f"{BAD_ARGS}: the call is not an object"
+    name = call.get("name")
+    if not isinstance(name, str) or name not in allowed_ops:
+        offered = ", ".join(allowed_ops)
+        return None, f"{UNKNOWN_TOOL} {str(name)[:80]!r} (the tools are: {offered})"
+    args = call.get("arguments")
+    if isinstance(args, str):
+        if not args.strip():
+            args = {}
+        else:
+            args, err = _load_object(args)
+            if args is None:
+                return None, f"{BAD_ARGS}: {err}"
+    elif args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return None, f"{BAD_ARGS}: the arguments are a {type(args).__name__}, not an object"
+    op, err = validate_op({**args, "op": name}, allowed_ops)
+    if op is None:
+        return None, f"{BAD_ARGS}: {err}"
+    return op, ""
+
+
+def _text_call(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """A call written out as text: {"name"|"tool": NAME, "arguments"|"parameters": ARGS}."""
+    name = obj.get("name", obj.get("tool"))
+    if not isinstance(name, str) or "op" in obj:
+        return None
+    return {"name": name, "arguments": obj.get("arguments", obj.get("parameters"))}
+
+
+def tool_shape(text: Any, tool_calls: Any, allowed_ops: tuple[str, ...]) -> ToolShape:
+    calls = tool_calls if isinstance(tool_calls, list) else []
+    text = text if isinstance(text, str) else ""
+    base = reply_shape(text) if text.strip() else ReplyShape()
+    unknown = bad = False
+    for c in calls:
+        op, err = _call_op(c, allowed_ops)
+        unknown |= err.startswith(UNKNOWN_TOOL)
+        bad |= err.startswith(BAD_ARGS)
+    return ToolShape(n_calls=len(calls), no_call=not calls, multi_call=len(calls) > 1, unknown_tool=unknown,
+                     bad_args=bad, text_with_call=bool(calls) and bool(text.strip()), n_objects=base.n_objects,
+                     multi_object=base.multi_object, fenced=base.fenced, prose_wrapped=base.prose_wrapped,
+                     empty=not calls and not text.strip())
+
+
+def parse_tool_reply(text: Any, tool_calls: Any, rule: str, allowed_ops: tuple[str, ...]) -> ParseOutcome:
+    """A tool reply under one rule (see the module's docstring); never raises."""
+    if rule not in PARSER_RULES:
+        raise InputError(f"unknown parser rule {rule!r}; expected one of {PARSER_RULES}")
+    calls = tool_calls if isinstance(tool_calls, list) else []
+    if not calls:
+        if rule == "strict" or not isinstance(text, str):
+            return ParseOutcome(rule, False, None, f"{NO_CALL} (the reply was text only)")
+        obj, err = extract(text, "lenient")
+        if obj is None:
+            return ParseOutcome(rule, False, None, f"{NO_CALL} ({err})")
+        written = _text_call(obj)
+        op, err = _call_op(written, allowed_ops) if written is not None else validate_op(obj, allowed_ops)
+        if op is None:
+            return ParseOutcome(rule, False, None, f"{NO_CALL} (in the text: {err})")
+        return ParseOutcome(rule, True, op, None)
+    if rule == "strict" and len(calls) > 1:
+        return ParseOutcome(rule, False, None, f"{MULTI_CALL} ({len(calls)}; one operation per reply)")
+    first_error = ""
+    for i, call in enumerate(calls):
+        op, err = _call_op(call, allowed_ops)
+        if op is not None:
+            return ParseOutcome(rule, True, op, None, call=i)
+        first_error = first_error or err
+    return ParseOutcome(rule, False, None, first_error)
+
+
+def parse_tool_both(text: Any, tool_calls: Any, allowed_ops: tuple[str, ...]) -> dict[str, Any]:
+    """The record of a tool reply under both rules plus its shape, for later re-scoring."""
+    return {"strict": parse_tool_reply(text, tool_calls, "strict", allowed_ops).to_record(),
+            "lenient": parse_tool_reply(text, tool_calls, "lenient", allowed_ops).to_record(),
+            "shape": as_record(tool_shape(text, tool_calls, allowed_ops))}
+
+
+def parse_step(reply: dict[str, Any], allowed_ops: tuple[str, ...], actions: str = "json-text") -> dict[str, Any]:
+    """A recorded reply parsed again under both rules, by its cell's action interface."""
+    if actions == "tools":
+        return parse_tool_both(reply.get("text"), reply.get("tool_calls"), allowed_ops)
+    return parse_both(reply.get("text") or "", allowed_ops)
+
+
+def step_valid(reply: dict[str, Any], rule: str, allowed_ops: tuple[str, ...], actions: str = "json-text") -> bool:
+    """Whether a recorded reply is one operation under ``rule``, parsed again from the reply alone."""
+    if actions == "tools":
+        return parse_tool_reply(reply.get("text"), reply.get("tool_calls"), rule, allowed_ops).valid
+    return reply_valid(reply.get("text"), rule, allowed_ops)
+
+
+def tool_invalid_shape(outcome: dict[str, Any] | None) -> str | None:
+    """Why a tool reply is invalid under one rule, as one of TOOL_INVALID_SHAPES' names
+    (None when it is valid): read from the class its error starts with."""
+    if outcome is None or outcome.get("valid"):
+        return None
+    error = str(outcome.get("error") or "")
+    return next((name for prefix, name in TOOL_INVALID_SHAPES.items() if error.startswith(prefix)), "bad arguments")
+
+
+def tool_invalid_shapes(reply: dict[str, Any], allowed_ops: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """Why a recorded tool reply is invalid under the strict and the lenient rule."""
+    parsed = parse_tool_both(reply.get("text"), reply.get("tool_calls"), allowed_ops)
+    return tool_invalid_shape(parsed["strict"]), tool_invalid_shape(parsed["lenient"])
