@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.errors import InputError
-from workbench.worlds.stigmergy.parsing import reply_valid
+from workbench.worlds.stigmergy.parsing import step_valid
 
 VALIDITY_RULES: tuple[str, ...] = ("any-agent", "pair-only", "none")
 
@@ -13,8 +13,9 @@ VALIDITY_RULES: tuple[str, ...] = ("any-agent", "pair-only", "none")
 def world_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_rule: str,
                    validity_rule: str, *, reparse: bool = False) -> dict[str, Any]:
     """Whether the world counts: failed calls always exclude it; unparseable replies
-    exclude it according to ``validity_rule``. With ``reparse`` the raw reply texts
-    are parsed again instead of trusting the recorded outcomes (re-scoring)."""
+    exclude it according to ``validity_rule``. With ``reparse`` the raw replies (texts,
+    and tool calls in a cell acting through tools) are parsed again instead of trusting
+    the recorded outcomes (re-scoring)."""
     if world.get("failed"):
         return {"valid": False, "reason": f"failed call: {world['failed'].get('error')}"}
     refused = sorted({s["agent"] for s in steps if ((s.get("reply") or {}).get("extra") or {}).get("refusal")})
@@ -26,13 +27,14 @@ def world_validity(world: dict[str, Any], steps: list[dict[str, Any]], parser_ru
     if validity_rule == "none":
         return {"valid": True, "reason": None}
     ops = tuple(world["allowed_ops"])
+    actions = (world.get("cell") or {}).get("actions") or "json-text"  # absent: recorded before tools existed
     roles = {a["agent"]: a["role"] for a in world["agents"]}
 
     def unparseable(step: dict[str, Any]) -> bool:
         if step.get("parse") is None:  # a failed call, handled above
             return False
         if reparse:
-            return not reply_valid(step["reply"]["text"], parser_rule, ops)
+            return not step_valid(step["reply"], parser_rule, ops, actions)
         return not step["parse"][parser_rule]["valid"]
 
     bad = sorted({s["agent"] for s in steps if unparseable(s)

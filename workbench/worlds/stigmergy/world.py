@@ -5,6 +5,13 @@ same path: its client (whatever it is) returns text; the one reply parser
 decides the operation under the cell's rule (the other rule is recorded too);
 the store applies it; the result goes back as the next user message.
 
+With ``actions: tools`` the operations offered are sent as function tools, the
+reply's tool call is the operation (parsed by the tool counterpart of the two
+rules), and results go back as ``tool`` messages answering each call by its id,
+so that the conversation stays one a provider accepts: a call that was not run
+(lenient, several calls) is answered too, saying so. A reply with no call is
+answered by a user message, as a JSON-text reply is.
+
 Time is a world clock. Each call is issued at the agent's current time and
 completes at issue time + the call's latency. The async scheduler applies
 operations in order of completion time, so with simulated latencies the
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -30,7 +38,7 @@ from workbench.stores.kv import KVStore
 from workbench.templates import TemplateSet
 from workbench.worlds.stigmergy import prompts as P
 from workbench.worlds.stigmergy.answers import ANSWER_RULES, is_correct
-from workbench.worlds.stigmergy.parsing import parse_both
+from workbench.worlds.stigmergy.parsing import parse_both, parse_tool_both
 from workbench.worlds.stigmergy.scoring import world_validity
 from workbench.worlds.stigmergy.spec import StigmergyCell
 from workbench.worlds.stigmergy.tasks import AgentTask, WorldTasks, draw_tasks, pair_of
@@ -46,7 +54,7 @@ class _Agent:
     task: AgentTask
     client: ModelClient
     route: str
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     steps: int = 0
     done: bool = False
     submission: dict[str, Any] | None = None
@@ -89,6 +97,7 @@ class StigmergyWorld:
         self.store = KVStore()
         self.tasks = draw_tasks(seed, cell.task_form, cell.digits, cell.modulus, pairs=cell.pairs, solos=cell.solos)
         self.ops = P.allowed_ops(cell.condition)
+        self.tools = P.tool_definitions(templates, self.ops) if cell.actions == "tools" else None
         self.reads_by_others: dict[tuple[str, str], int] = {}  # (namespace, key): reads by agents other than its author
         self.agents: list[_Agent] = []
         for slot, role in self.tasks.slots.items():
@@ -192,9 +201,22 @@ class StigmergyWorld:
     # -- one reply ------------------------------------------------------------
     def _request(self, agent: _Agent) -> ModelRequest:
         params = dict(self.cell.sampling)
-        if self.cell.constrained:
+        if self.cell.constrained and self.tools is not None:
+            params["tool_choice"] = P.forced_tool_choice(self.ops)
+        elif self.cell.constrained:
             params["response_format"] = P.response_format(self.ops)
-        return ModelRequest(messages=[dict(m) for m in agent.messages], params=params)
+        return ModelRequest(messages=[dict(m) for m in agent.messages], params=params, tools=self.tools)
+
+    def _prompt(self, msgs: list[dict[str, Any]]) -> str:
+        """What the agent was last shown: the last message, or every result of its last turn's calls."""
+        if self.tools is None or msgs[-1]["role"] != "tool":
+            return msgs[-1]["content"]
+        tail = []
+        for m in reversed(msgs):
+            if m["role"] != "tool":
+                break
+            tail.append(m["content"])
+        return "\n".join(reversed(tail))
 
     def _handle(self, agent: _Agent, reply: ModelReply, t_issue: float, request: ModelRequest) -> None:
         t_done = round(t_issue + max(0.0, float(reply.latency_s or 0.0)), 6)
@@ -207,22 +229,28 @@ class StigmergyWorld:
             "t_issue": round(t_issue, 6), "t_done": t_done,
             "request": {"route": agent.route, "params": dict(request.params), "n_messages": len(msgs),
                         "messages_sha256": agent.messages_sha256(len(msgs)),
-                        "prompt": msgs[-1]["content"]},
+                        "prompt": self._prompt(msgs)},
             "reply": as_record(reply),  # ModelReply.to_record() in C: the hot path of a simulated study
         }
+        if self.tools is not None:
+            record["request"]["tools"] = [t["function"]["name"] for t in self.tools]
         if reply.failed:
             record.update(parse=None, valid=False, op=None, effect=None, result=None)
             self.steps.append(record)
             self.failure = {"agent": agent.slot, "role": agent.role, "agent_step": agent.steps, "error": reply.error}
             agent.done = True
             return
-        parsed = parse_both(reply.text, self.ops)
+        if self.tools is not None:
+            parsed = parse_tool_both(reply.text, reply.tool_calls, self.ops)
+        else:
+            parsed = parse_both(reply.text, self.ops)
         decided = parsed[self.cell.parser]
         agent.steps += 1
         if decided["valid"]:
             result, effect = self._apply(agent, decided["op"])
         else:
-            result, effect = self.t.render("results/invalid", error=decided["error"]), {"invalid": True}
+            result = self.t.render(P.invalid_template(self.cell.actions), error=decided["error"])
+            effect = {"invalid": True}
         if (reply.extra or {}).get("refusal"):  # a simulated agent that cannot read its task answers nothing more
             agent.done, result = True, None
         if not agent.done and agent.steps >= self.cell.max_steps:
@@ -230,9 +258,33 @@ class StigmergyWorld:
             result = None  # the agent has no further turn to read it
         record.update(parse=parsed, valid=decided["valid"], op=decided["op"], effect=effect, result=result)
         self.steps.append(record)
+        if self.tools is not None and reply.tool_calls:
+            agent.messages.extend(self._tool_turn(agent, reply, decided.get("call"), result))
+            return
         agent.messages.append({"role": "assistant", "content": reply.text})
         if result is not None:
             agent.messages.append({"role": "user", "content": result})
+
+    def _tool_turn(self, agent: _Agent, reply: ModelReply, acted: int | None,
+                   result: str | None) -> list[dict[str, Any]]:
+        """The agent's turn with its calls as it stays in the conversation, and a tool message
+        answering each call: the operation's result for the call taken, the error for every
+        call when none was, a note that it was not run for any other. A call without an id
+        is given one from its place (the same on replay)."""
+        calls = []
+        for i, c in enumerate(reply.tool_calls):
+            raw = c.get("arguments")
+            calls.append({"id": str(c.get("id") or f"call_{agent.steps}_{i}"), "type": "function",
+                          "function": {"name": str(c.get("name") or ""),
+                                       "arguments": raw if isinstance(raw, str) else json.dumps(raw)}})
+        out: list[dict[str, Any]] = [{"role": "assistant", "content": reply.text or None, "tool_calls": calls}]
+        if result is None:  # the agent has no further turn
+            return out
+        not_run = self.t.render("results/not_run_tools")
+        for i, c in enumerate(calls):
+            out.append({"role": "tool", "tool_call_id": c["id"],
+                        "content": result if acted is None or i == acted else not_run})
+        return out
 
     # -- schedulers -------------------------------------------------------------
     async def _call(self, agent: _Agent, request: ModelRequest, issued: float | None = None) -> ModelReply:
@@ -334,6 +386,9 @@ class StigmergyWorld:
         async def label(step: dict[str, Any]) -> None:
             reply = step["reply"]
             text = reply.get("text") or ""
+            if reply.get("tool_calls"):  # a tool reply's action is in its calls
+                calls = "\n".join(f"{c.get('name')}({c.get('arguments')})" for c in reply["tool_calls"])
+                text = f"{text}\n\n[tool calls]\n{calls}"
             if reply.get("reasoning"):
                 text = f"{text}\n\n[reasoning]\n{reply['reasoning']}"
             step["monitor"] = await self.monitor.label(text)
@@ -362,6 +417,8 @@ class StigmergyWorld:
             "clock_end": round(self.clock, 6), "failed": self.failure,
             "timing": {"wall_s": round(wall_s, 6)},
         }
+        if self.tools is not None:  # the tool definitions as every request sent them
+            world["tools"] = self.tools
         world["validity"] = {rule: world_validity(world, self.steps, rule, self.cell.validity)
                              for rule in ("strict", "lenient")}
         world["valid"] = world["validity"][self.cell.parser]["valid"]
