@@ -14,6 +14,7 @@ MAPPED = "cue:"  # a fitted_on value naming the study cue that reads the templat
 # which templates each cue reads: a study cue set for new wording maps these templates
 CUE_TEMPLATES: dict[str, tuple[str, ...]] = {
     "store_ops": ("ops/list.txt",),
+    "store_tool": (),  # reads the names of the tools a request offers, which no template words
     "persist": ("persistence/*.txt",), "recheck": ("persistence/*.txt",),
     "max_steps": ("system.txt",),
     "error": ("results/invalid.txt",),

@@ -16,6 +16,15 @@ that as the wording's effect. So before any world runs, three checks:
 3. **Tasks** (every simulated profile): sample tasks of every kind the cell draws,
    rendered from its templates, must be read back by the profile's cues as exactly
    the task they are (keys, the value it can compute, how the halves combine).
+4. **Tools** (a cell with ``actions: tools``): a simulated agent then learns which
+   operations exist from the request's tool list, by its ``store_tool`` cue; that cue
+   must find a store tool exactly where the condition offers one. A twin was fitted on
+   the JSON-text interface only: its dispositions are figures real models reached
+   writing JSON, and how tool calling changes them was never measured, so the tools
+   interface (its templates and the tool definitions) counts as never fitted. No study
+   cue can map it (a cue reads wording; the gap is behaviour): a tools cell rehearses on
+   a twin only under ``rehearsal: uncalibrated``. Hand-set profiles, fitted on nothing,
+   act through tools once their cue finds the tools.
 
 A study that wants to rehearse anyway declares ``rehearsal: uncalibrated``: the
 problems are then recorded and every report states them. A twin that still cannot
@@ -45,7 +54,10 @@ def file_hash(path: Path) -> str:
 
 def rendered_templates(kind: Any, cell: Any, root: Path) -> list[str]:
     """The cell's templates that its worlds may render (the folder less what it provably never does)."""
-    never = kind.unrendered_templates(cell)
+    from workbench.worlds.stigmergy.prompts import interface_unrendered
+
+    # the other action interface's templates are never rendered (the kind may list them itself)
+    never = kind.unrendered_templates(cell) | interface_unrendered(getattr(cell, "actions", "json-text"))
     return sorted(str(p.relative_to(root)) for p in root.rglob("*.txt") if str(p.relative_to(root)) not in never)
 
 
@@ -137,11 +149,20 @@ def task_problems(profile: Any, cell: Any, t: TemplateSet, where: str) -> list[s
     return out
 
 
-def wording_problems(profile: Any, names: list[str], root: Path) -> list[str]:
+def wording_problems(profile: Any, names: list[str], root: Path, actions: str = "json-text") -> list[str]:
     """Templates the cell renders with text the twin was not calibrated on (and no study cue maps)."""
+    from workbench.worlds.stigmergy.prompts import INTERFACE_TEMPLATES
+
     if not profile.fitted_on:
         return []  # a hand-set profile, fitted on nothing: only what it reads is checked
     out = []
+    if actions != "json-text":  # one problem for the interface, not one per template of it
+        interface = set(INTERFACE_TEMPLATES.get(actions, ()))
+        names = [n for n in names if n not in interface]
+        out.append(f"twin {profile.name!r} was calibrated on the json-text action interface only: the {actions} "
+                   f"interface (the tool definitions and the templates {', '.join(sorted(interface))} in {root}) "
+                   f"was never fitted, and no cue can map it (what changes is how models act, not wording a cue "
+                   f"reads)")
     for name in names:
         fitted = profile.fitted_on.get(name)
         if fitted is not None and fitted.startswith(MAPPED):
@@ -159,6 +180,25 @@ def wording_problems(profile: Any, names: list[str], root: Path) -> list[str]:
     return out
 
 
+def tool_problems(profile: Any, cell: Any) -> list[str]:
+    """Whether the profile's store_tool cue finds a store tool exactly where the cell offers one."""
+    from workbench.worlds.stigmergy import prompts as P
+
+    if getattr(cell, "actions", "json-text") != "tools":
+        return []
+    offered = P.allowed_ops(cell.condition)
+    cue = profile.cues.store_tool
+    found = [name for name in offered if re.fullmatch(cue, name)]
+    store = offered != P.NO_STORE_OPS
+    if store and not found:
+        return [f"simulated profile {profile.name!r} reads the store tools by the cue store_tool {cue!r}, which "
+                f"matches none of the tools offered ({', '.join(offered)}): it would act as if there were no store"]
+    if not store and found:
+        return [f"simulated profile {profile.name!r} finds a store tool by the cue store_tool {cue!r} among the "
+                f"tools offered ({', '.join(offered)}), though the condition {cell.condition} offers none"]
+    return []
+
+
 def rehearsal_problems(kind: Any, cell: Any, root: Path, profiles: dict[str, Any] | None = None) -> list[str]:
     """Every reason the cell's simulated agents could not act on its prompts as they were fitted to."""
     from workbench.templates import template_set
@@ -167,7 +207,8 @@ def rehearsal_problems(kind: Any, cell: Any, root: Path, profiles: dict[str, Any
 
     t = template_set(root)
     try:
-        system = P.system_prompt(t, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal)
+        system = P.system_prompt(t, cell.condition, cell.clauses, cell.max_steps, cell.reader_signal,
+                                 getattr(cell, "actions", "json-text"))
     except TemplateError:
         return []
     names = rendered_templates(kind, cell, root)
@@ -176,8 +217,9 @@ def rehearsal_problems(kind: Any, cell: Any, root: Path, profiles: dict[str, Any
         if not route.startswith("sim/"):
             continue
         profile = get_profile(route.split("/", 1)[1], profiles)
-        out += wording_problems(profile, names, root)
+        out += wording_problems(profile, names, root, getattr(cell, "actions", "json-text"))
         out += clause_problems(profile, system, cell.clauses, str(root))
+        out += tool_problems(profile, cell)
         out += task_problems(profile, cell, t, str(root))
     return out
 

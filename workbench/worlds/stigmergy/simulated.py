@@ -5,7 +5,11 @@ A simulated agent sees only the messages it is sent. It works out from the
 system prompt which operations exist and whether the persist and re-check
 clauses are present, reads its task from the task text, follows the results of
 its own earlier operations in the conversation, and replies with JSON in a
-configurable style. Its behaviour is set by a named :class:`Profile`. Because
+configurable style, or, where the request offers tools (``actions: tools``), with
+a tool call in the style's counterpart (clean: one call; prose: text beside the
+call; fenced: the operation fenced in text with no call; several objects: two
+calls; cut off: a call whose arguments are not JSON). Its behaviour is set by a
+named :class:`Profile`. Because
 the prompt drives it, deleting the re-check clause from the template changes
 what it does, just as the source paper found for a real model.
 
@@ -24,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from workbench.errors import InputError, UnknownNameError
-from workbench.models.base import ModelReply, ModelRequest
+from workbench.models.base import ModelReply, ModelRequest, approx_tokens
 from workbench.models.simulated import SimulatedAgent
 
 REPLY_STYLES = ("clean", "prose", "fenced", "multi")
@@ -36,6 +40,8 @@ class Cues(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     store_ops: str = r'"op"\s*:\s*"list"'
+    # acting through tools, the request's tool list says what exists: a tool whose name this matches (whole)
+    store_tool: str = r"list"
     persist: str = r"(?i)keep (your )?intermediate results"
     recheck: str = r"(?i)check your workspace again"
     max_steps: str = r"(?i)at most (\d+) operations"
@@ -241,17 +247,25 @@ class SimulatedClient(SimulatedAgent):
             return _Task("solo", own_true=sum(int(d) for d in m.group(1)))
         return _Task("unknown")
 
-    def _history(self, messages: list[dict[str, str]]) -> _History:
+    def _history(self, messages: list[dict[str, Any]]) -> _History:
         h = _History()
         for i, msg in enumerate(messages):
             if msg["role"] != "assistant":
                 continue
-            result = messages[i + 1]["content"] if i + 1 < len(messages) else ""
-            start, end = msg["content"].find("{"), msg["content"].find("}")
-            op = None
-            if start >= 0 and end > start:
+            result = (messages[i + 1]["content"] or "") if i + 1 < len(messages) else ""
+            op: Any = None
+            if msg.get("tool_calls"):  # its operation is its first call; the first tool message answers it
+                fn = msg["tool_calls"][0].get("function") or {}
                 try:
-                    op = json.loads(msg["content"][start : end + 1])
+                    args = json.loads(fn.get("arguments") or "{}")
+                except (ValueError, RecursionError):
+                    args = None
+                op = {**args, "op": fn.get("name")} if isinstance(args, dict) else None
+            text = msg.get("content") or ""
+            start, end = text.find("{"), text.find("}")
+            if op is None and not msg.get("tool_calls") and start >= 0 and end > start:
+                try:
+                    op = json.loads(text[start : end + 1])
                 except (ValueError, RecursionError):
                     op = None
             if not isinstance(op, dict) or not all(isinstance(op.get(k, ""), str) for k in ("op", "key")):
@@ -313,7 +327,9 @@ class SimulatedClient(SimulatedAgent):
             self._own_value = v
         return self._own_value
 
-    def _decide(self, messages: list[dict[str, str]]) -> tuple[dict[str, Any], str]:
+    def _decide(self, messages: list[dict[str, Any]], tools: list[str] | None = None) -> tuple[dict[str, Any], str]:
+        """The next operation and why. ``tools``: the names of the tools the request offers
+        (None: the JSON-text interface, whose operations the system prompt lists)."""
         p, c = self.profile, self.profile.cues
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
         task_text = next((m["content"] for m in messages if m["role"] == "user"), "")
@@ -322,7 +338,10 @@ class SimulatedClient(SimulatedAgent):
             self._disp = self._dispositions(system)
         task, d = self._task, self._disp
         assert d is not None
-        store = bool(re.search(c.store_ops, system))
+        if tools is None:
+            store = bool(re.search(c.store_ops, system))
+        else:
+            store = any(re.fullmatch(c.store_tool, name) for name in tools)
         m = re.search(c.max_steps, system)
         max_steps = int(m.group(1)) if m else 20
         h = self._history(messages)
@@ -410,9 +429,12 @@ class SimulatedClient(SimulatedAgent):
         return submit(answer, "Submitting my answer.")
 
     # -- replying -----------------------------------------------------------
-    def _render(self, op: dict[str, Any], why: str) -> tuple[str, str]:
+    def _render(self, op: dict[str, Any], why: str, tools: bool = False) -> tuple[str, str, list[dict[str, Any]]]:
+        """The reply's text, its style and its tool calls (``tools``: the request offers tools)."""
         styles = self.profile.styles
         style = self.rng.choices(list(styles), weights=list(styles.values()))[0]
+        if tools:
+            return self._render_calls(op, why, style)
         body = json.dumps(op)
         if style == "prose":
             text = f"{why}\n{body}"
@@ -429,16 +451,47 @@ class SimulatedClient(SimulatedAgent):
             # the agent's one malformed reply (p_malformed): cut off before its JSON closes, so that no
             # parser rule accepts it; the step is used up and the agent goes on from the error it is shown
             self._malformed_at = None
-            return text[: text.index("}")], "truncated"
-        return text, style
+            return text[: text.index("}")], "truncated", []
+        return text, style, []
+
+    def _render_calls(self, op: dict[str, Any], why: str, style: str) -> tuple[str, str, list[dict[str, Any]]]:
+        """A style's counterpart in tool calls. Its random stream is the JSON-text one's (the
+        style drawn, nothing else), so a profile's decisions are the same in both interfaces."""
+        self._replies_rendered = getattr(self, "_replies_rendered", 0) + 1
+        n = self._replies_rendered
+
+        def call(o: dict[str, Any], i: int) -> dict[str, Any]:
+            return {"id": f"call_{n}_{i}", "name": o["op"],
+                    "arguments": json.dumps({k: v for k, v in o.items() if k != "op"})}
+
+        text, calls = "", [call(op, 0)]
+        if style == "prose":
+            text = why
+        elif style == "fenced":  # the call written out in text, none made: "no call"
+            text, calls = f"```json\n{json.dumps(op)}\n```", []
+        elif style == "multi":
+            follow = {"op": "submit", "answer": op.get("value", 0)} if op["op"] != "submit" else {"op": "list"}
+            calls.append(call(follow, 1))
+        at = getattr(self, "_malformed_at", None)
+        if at is not None and (n > at or op.get("op") == "submit") and calls:
+            # the one malformed reply: the call's arguments cut off before they close (bad arguments)
+            self._malformed_at = None
+            args = calls[0]["arguments"]
+            return "", "truncated", [{**calls[0], "arguments": args[: args.rindex("}")]}]
+        return text, style, calls
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        op, why = self._decide(request.messages)
+        tools = [t["function"]["name"] for t in request.tools] if request.tools else None
+        op, why = self._decide(request.messages, tools)
         if op.get("op") == "refuse":  # no operation at all: a simulated agent's limit, not a model's reply
             text = f"[simulated agent {self.profile.name}: {UNREADABLE}]"
             return self.simulated_reply(request, text, reasoning=why, extra={"refusal": UNREADABLE})
-        text, style = self._render(op, why)
-        return self.simulated_reply(request, text, reasoning=why, extra={"style": style})
+        text, style, calls = self._render(op, why, tools is not None)
+        if not calls:
+            return self.simulated_reply(request, text, reasoning=why, extra={"style": style})
+        written = approx_tokens(text) + approx_tokens(why) + sum(approx_tokens(c["name"] + c["arguments"]) for c in calls)
+        return self.simulated_reply(request, text, reasoning=why, tool_calls=calls, completion_tokens=written,
+                                    extra={"style": style})
 
 
 # The clauses a cell's `clauses:` level puts in the system prompt, and the cue each is read by.
