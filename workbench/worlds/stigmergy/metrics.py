@@ -203,6 +203,7 @@ def agent_rows_by_rule(world: dict[str, Any], steps: list[dict[str, Any]],
         first_seen = min(saw_other) if saw_other else None
         first_mention = None
         multi = fenced = prose = 0
+        tool_shapes = {"multi_call": 0, "no_call": 0, "unknown_tool": 0, "bad_args": 0}  # tool replies only
         prompt_tokens = completion_tokens = 0
         costs = []
         latencies = []
@@ -219,6 +220,9 @@ def agent_rows_by_rule(world: dict[str, Any], steps: list[dict[str, Any]],
                     fenced += 1
                 if shape["prose_wrapped"]:
                     prose += 1
+                if "n_calls" in shape:  # a tool reply's shape (actions: tools)
+                    for k in tool_shapes:
+                        tool_shapes[k] += bool(shape[k])
             u = reply.get("usage") or {}
             prompt_tokens += int(u.get("prompt_tokens") or 0)
             completion_tokens += int(u.get("completion_tokens") or 0)
@@ -235,6 +239,7 @@ def agent_rows_by_rule(world: dict[str, Any], steps: list[dict[str, Any]],
             "multi_object_replies": multi,
             "fenced_replies": fenced,
             "prose_wrapped_replies": prose,
+            **{f"{k}_replies": n for k, n in tool_shapes.items()},
             "submitted": sub is not None,
             "correct": False,
             "cross_agent_read": bool(cross_n),

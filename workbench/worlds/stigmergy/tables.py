@@ -355,10 +355,14 @@ def monitor_label_table(steps: pd.DataFrame, design: Design) -> pd.DataFrame:
 def attrition_table(worlds: pd.DataFrame, replies: pd.DataFrame, design: Design) -> pd.DataFrame:
     """Per cell: worlds, failed calls by cause, valid worlds under each parser rule
     and each validity rule (all recomputed from the raw replies), and invalid
-    replies by shape under each parser rule. ``worlds`` is
+    replies by shape under each parser rule (a tool reply's shapes too: no call, several
+    calls, unknown tool, bad arguments). ``worlds`` is
     :func:`workbench.worlds.stigmergy.frames.validity_frame`, ``replies`` is
     :func:`workbench.worlds.stigmergy.frames.reply_frame`."""
     from workbench.worlds.stigmergy.frames import INVALID_SHAPES, VALIDITY_GRID
+    from workbench.worlds.stigmergy.parsing import TOOL_INVALID_SHAPES
+
+    shapes_named = tuple(dict.fromkeys((*INVALID_SHAPES, *TOOL_INVALID_SHAPES.values())))
 
     rows = []
     for cid in design.cells:
@@ -377,13 +381,13 @@ def attrition_table(worlds: pd.DataFrame, replies: pd.DataFrame, design: Design)
         for parser in ("strict", "lenient"):
             shapes = r[f"invalid:{parser}"].dropna().value_counts() if len(r) else pd.Series(dtype=int)
             row[f"invalid replies ({parser})"] = int(shapes.sum())
-            for shape in INVALID_SHAPES:
+            for shape in shapes_named:
                 row[f"{parser}: {shape}"] = int(shapes.get(shape, 0))
         rows.append(row)
     out = design.annotate(pd.DataFrame(rows), "Attrition per cell: failed calls by cause, worlds valid under each "
                                               "(parser, validity) rule, invalid replies by shape under each parser rule")
     # shown only where some cell has one (a CSV keeps them all)
-    out.attrs["sparse"] = [f"{p}: {shape}" for p in ("strict", "lenient") for shape in INVALID_SHAPES]
+    out.attrs["sparse"] = [f"{p}: {shape}" for p in ("strict", "lenient") for shape in shapes_named]
     return out
 
 
