@@ -86,6 +86,30 @@ def test_replay_cli_verify_and_unknown_world(smoke_run):
     assert bad.returncode == 2 and "no finished world 'nope'" in bad.stderr
 
 
+def test_a_tools_world_replays_through_the_cli_and_a_changed_call_is_caught(tmp_path):
+    """Issue 40: a world whose agents act through tool calls replays from its records; the
+    calls, not the (empty) reply texts, are what the replay acts on."""
+    import yaml
+
+    from tests.conftest import PROMPTS
+
+    study = tmp_path / "tools.yaml"
+    study.write_text(yaml.safe_dump({"world": "stigmergy", "name": "tools", "seed": 4, "worlds_per_cell": 2,
+                                     "defaults": {"prompts": str(PROMPTS), "actions": "tools"},
+                                     "cells": [{"model": "sim/multi-object"}, {"model": "sim/prose-first"}]}))
+    res = cli("run", str(study), "--out", str(tmp_path / "run"), "--no-progress", "--no-summary")
+    assert res.returncode == 0, res.stderr
+    records = load_run(tmp_path / "run")
+    for w in records.worlds:
+        ok = cli("replay", str(tmp_path / "run"), "--world", w["world_id"], "--verify")
+        assert ok.returncode == 0 and "identical to the records" in ok.stdout, ok.stdout + ok.stderr
+    w = records.worlds[0]
+    step = next(s for s in records.steps[w["world_id"]] if s["op"] and s["op"]["op"] == "write")
+    assert step["reply"]["tool_calls"] and "{" not in step["reply"]["text"]
+    step["reply"]["tool_calls"][0]["arguments"] = '{"key": "forged", "value": 1}'
+    assert any("differs in" in d for d in verify_world(records, w["world_id"]))
+
+
 def test_run_subset_of_cells(tmp_path):
     from workbench.params import load_study
 
