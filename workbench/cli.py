@@ -537,8 +537,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
-    from workbench.publish.batch import run_batch
+    from workbench.publish.batch import run_batch, skip_slow_optional_imports
 
+    skip_slow_optional_imports()  # this process is the batch's own: seconds saved importing papermill
     allow_unsafe_code_tasks(args)
     if preflight(load_study(args.params)):
         return 2
@@ -957,10 +958,11 @@ def build_parser(kinds: list[Any] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--figures", metavar="OUT",
                    help="also write every figure the report shows into this folder (SVG, PDF and PNG)")
     p.set_defaults(func=_cmd_report)
-    p = _subparser(sub, "batch", help="run study.ipynb per cell through papermill, then the report")
+    p = _subparser(sub, "batch", help="run study.ipynb per cell through papermill (a kernel per parallel slot, "
+                                      "reused from cell to cell), then the report")
     p.add_argument("params")
     p.add_argument("--out", required=True)
-    p.add_argument("--parallel", type=int, default=2, help="cells run at once")
+    p.add_argument("--parallel", type=int, default=2, help="cells run at once, each slot on its own kernel")
     p.add_argument("--timeout", type=int, default=1800, help="execution timeout per notebook cell, seconds")
     p.add_argument("--no-report", action="store_true")
     p.add_argument("--locks", help="lock folder (default: the nearest locks/ above the study file, "

@@ -107,6 +107,29 @@ _workbench_fresh({cwd!r})
 """
 
 
+# jsonschema (under nbformat, which papermill and plotly's notebook renderers import) imports the
+# optional rfc3987_syntax when it is installed, and that module compiles some 35 Lark grammars on
+# import: 1 to 3 s of CPU, in this process and again in every kernel, for IRI format checks that
+# nothing here asks for (python-jsonschema/jsonschema#1428). Made unimportable before jsonschema
+# is imported, jsonschema goes without that one checker, as it does wherever it is not installed.
+SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
+
+
+def skip_slow_optional_imports() -> None:
+    """In this process (see SLOW_OPTIONAL_IMPORTS); nothing once jsonschema is imported."""
+    if "jsonschema" not in sys.modules:
+        for name in SLOW_OPTIONAL_IMPORTS:
+            sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
+_KERNEL_START = f"""\
+import sys
+if "jsonschema" not in sys.modules:
+    for name in {SLOW_OPTIONAL_IMPORTS!r}:
+        sys.modules.setdefault(name, None)
+"""  # its names go with the reset before the first notebook
+
+
 class SharedKernel:
     """One project kernel that executes notebook after notebook through papermill.
 
@@ -133,24 +156,19 @@ class SharedKernel:
         self.kc.start_channels()
         try:
             run_sync(self.kc.wait_for_ready)(timeout=60)
-        except RuntimeError:
+            self.kc.allow_stdin = False
+            self._silently(_KERNEL_START)
+        except (RuntimeError, NotebookError):
             self.close()
             raise
-        self.kc.allow_stdin = False
 
-    def alive(self) -> bool:
+    def _silently(self, code: str) -> None:
         from jupyter_core.utils import run_sync
 
-        return bool(run_sync(self.km.is_alive)())
-
-    def _fresh(self) -> None:
-        from jupyter_core.utils import run_sync
-
-        reply = run_sync(self.kc.execute_interactive)(
-            _FRESH.format(cwd=str(self.cwd)), silent=True, store_history=False, timeout=60,
-            output_hook=lambda msg: None)
+        reply = run_sync(self.kc.execute_interactive)(code, silent=True, store_history=False, timeout=60,
+                                                      output_hook=lambda msg: None)
         if reply["content"]["status"] != "ok":
-            raise NotebookError(f"could not reset the batch kernel: {reply['content'].get('evalue', '')}")
+            raise NotebookError(f"could not prepare the batch kernel: {reply['content'].get('evalue', '')}")
 
     def _pass_on(self, label: str, *, ok: bool) -> None:
         # pread: the kernel process shares this file's offset and keeps writing at it
@@ -175,7 +193,7 @@ class SharedKernel:
         log.info("executing %s into %s (shared kernel)", source.name, output)
         ok = False
         try:
-            self._fresh()
+            self._silently(_FRESH.format(cwd=str(self.cwd)))
             pm.execute_notebook(
                 str(source), str(output), parameters=parameters, engine_name=ENGINE, kernel=self,
                 kernel_name=self.km.kernel_name, execution_timeout=self.timeout_s, progress_bar=False,
