@@ -10,7 +10,6 @@ with ``low``/``high`` beside it. Long tables become sortable, searchable
 DataTables (itables, with its bundle inlined: offline)."""
 from __future__ import annotations
 
-import html
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -20,11 +19,13 @@ from typing import Any
 import pandas as pd
 
 from workbench.metrics.contrasts import DIFF
+from workbench.views.markup import Markup, render
 
 MAX_COLUMNS = 12  # wider tables are turned on their side (when that makes them narrower)
 SEARCHABLE_ROWS = 15  # from this many rows a table is sortable and searchable
 HIDDEN = ("cell_id", "comparison", "A cell", "B cell", "estimable", "lost pair keys", "metric")
 
+RATE_TEXT = re.compile(r"^\d+/\d+(?: · .*)?$")
 MANY_RATES = 4  # more rate columns than this and a rate may wrap in its cell
 
 STYLE = """<style>
@@ -39,7 +40,7 @@ table.wb-table.wb-many td.wb-rate{white-space:normal;min-width:7em}
 table.wb-table th[title]{text-decoration:underline dotted;cursor:help}
 p.wb-caption{margin:2px 0 14px 0;color:#444;font-size:92%}
 p.wb-caption b{color:#222}
-div.wb-table-box{max-width:100%;overflow-wrap:anywhere}
+div.wb-table-box{max-width:100%;overflow-wrap:anywhere;overflow-x:auto}
 </style>"""
 
 
@@ -175,6 +176,8 @@ def shown(table: pd.DataFrame, labels: Mapping[str, str] | None = None, keep: Se
         if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
             numeric.add(name)
         out[name] = [number(v) if not isinstance(v, str) else v for v in col]
+        if len(col) and all(isinstance(v, str) and RATE_TEXT.match(v) for v in col):
+            rates.add(name)  # a rate already written as text ("7/20", "7/20 · 35 % [18, 57]")
         metric_of[name] = c
     frame = pd.DataFrame(out)
     constant = []
@@ -195,18 +198,19 @@ def _definition_titles(s: Shown, definitions: Mapping[str, str] | None) -> dict[
     return {col: definitions[m] for col, m in s.metric_of.items() if m in definitions}
 
 
-def _plain_html(frame: pd.DataFrame, numeric: set[str], titles: Mapping[str, str], rates: set[str]) -> str:
-    e = html.escape
-    head = "".join(f"<th title=\"{e(titles[c])}\">{e(c)}</th>" if c in titles else f"<th>{e(c)}</th>"
-                   for c in frame.columns)
-    rows = []
-    for _, r in frame.iterrows():
-        cells = "".join(f"<td class=\"{'wb-num' if c in numeric else 'wb-rate' if c in rates else 'wb-text'}\">"
-                        f"{e(str(r[c]))}</td>" for c in frame.columns)
-        rows.append(f"<tr>{cells}</tr>")
+def _plain_html(frame: pd.DataFrame, numeric: set[str], titles: Mapping[str, str], rates: set[str],
+                turned: bool = False) -> Markup:
+    """The table; ``turned``: a table on its side, whose values take their kind
+    (number, rate, text) from their row, once their column, named in the first column."""
+    def kind(c: str) -> str:
+        return "wb-num" if c in numeric else "wb-rate" if c in rates else "wb-text"
+
+    first = frame.columns[0] if turned and len(frame.columns) else None
+    rows = [[("wb-text" if c == first else kind(str(r[first])) if turned else kind(c), str(r[c]))
+             for c in frame.columns] for _, r in frame.iterrows()]
     # many rate columns side by side: each rate may wrap after its count, so the table fits the page
     cls = "wb-table wb-many" if len(rates) > MANY_RATES else "wb-table"
-    return f"<table class=\"{cls}\"><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return render("readable_table.html", cls=cls, columns=[str(c) for c in frame.columns], titles=titles, rows=rows)
 
 
 _itables_emitted = False
@@ -215,7 +219,7 @@ _itables_emitted = False
 _ITABLES_LINK = re.compile(r"""\s+href=["']?https?://itables\.org[^"'\s>]*["']?""")
 
 
-def _searchable_html(frame: pd.DataFrame, numeric: set[str]) -> str:
+def _searchable_html(frame: pd.DataFrame, numeric: set[str]) -> Markup:
     """A DataTables view (sort, search, pages): itables' offline bundle is inlined
     the first time, so the exported report needs no network. DataTables would
     right-align any column it takes for numbers (rates like ``7/20 · 35 %`` among
@@ -233,36 +237,78 @@ def _searchable_html(frame: pd.DataFrame, numeric: set[str]) -> str:
                               display_logo_when_loading=False, columnDefs=[
                                   {"className": "dt-right" if c in numeric else "dt-left", "targets": i}
                                   for i, c in enumerate(frame.columns)])
-    return _ITABLES_LINK.sub("", init + table)
+    # itables writes this HTML itself (its own template, values escaped: allow_html=False)
+    return Markup(_ITABLES_LINK.sub("", init + table))
 
 
-def turn_on_side(frame: pd.DataFrame, numeric: set[str], rates: set[str]) -> pd.DataFrame:
-    """A wide, short table as one row per column: the leading text columns (a row's
-    factors) joined become the headers, so it fits the page instead of running off it."""
+def turn_on_side(frame: pd.DataFrame, numeric: set[str], rates: set[str],
+                 labels: Sequence[str] | None = None) -> pd.DataFrame:
+    """A wide, short table as one row per column, so it fits the page instead of
+    running off it. The headers name the rows: their cell ``labels`` when given and
+    one per row (the study's names for its cells), else the leading text columns (a
+    row's factors) joined. The leading columns stop at the first number or rate, and
+    one value column always stays: a table of text alone once had every value in its
+    header row and an empty body."""
     keys = []
     for c in frame.columns:
         if c in numeric or c in rates:
             break
         keys.append(c)
-    keys = keys or [frame.columns[0]]
-    heads: list[str] = []
-    for _, r in frame.iterrows():
-        h = " · ".join(str(r[k]) for k in keys)
-        heads.append(h if h not in heads else f"{h} ({heads.count(h) + 1})")
+    if not keys or len(keys) == len(frame.columns):
+        keys = [frame.columns[0]]
+    if labels is not None and len(labels) == len(frame) and len(set(labels)) == len(labels):
+        heads, first = [str(x) for x in labels], "cell"
+    else:
+        heads, first = [], " · ".join(keys)
+        for _, r in frame.iterrows():
+            h = " · ".join(str(r[k]) for k in keys)
+            heads.append(h if h not in heads else f"{h} ({heads.count(h) + 1})")
     side = frame.drop(columns=keys).T
     side.columns = heads
-    side.insert(0, " · ".join(keys), side.index)
+    side.insert(0, first, side.index)
     return side.reset_index(drop=True)
+
+
+def spec_defaults(spec: Any) -> dict[str, str]:
+    """A cell spec's (pydantic model's) default of every setting, as the design's
+    level texts (nested settings dotted): what a caption need not repeat."""
+    from workbench.metrics.design import flatten
+
+    values: dict[str, Any] = {}
+    for name, info in spec.model_fields.items():
+        if not info.is_required():
+            v = info.get_default(call_default_factory=True)
+            values[name] = v.model_dump(mode="json") if hasattr(v, "model_dump") else v
+    return flatten(values)
+
+
+def constant_settings(constant: Mapping[str, Any], defaults: Mapping[str, str] | None = None) -> str:
+    """The settings every row of a table shares, for its caption: the ones a reader
+    needs, i.e. neither unset nor at the kind's default (``defaults``, e.g. from
+    :func:`spec_defaults`), then how many others were left out. A caption listing
+    ~35 settings, most of them ``(unset)``, hid the few that mattered."""
+    from workbench.metrics.design import UNSET
+
+    defaults = defaults or {}
+    shown = {k: str(v) for k, v in constant.items() if str(v) != UNSET and defaults.get(k) != str(v)}
+    text = "; ".join(f"{k}={v}" for k, v in shown.items())
+    left = len(constant) - len(shown)
+    if left:
+        text += f"{'; ' if text else ''}{left} more setting{'s' if left > 1 else ''} unset or at {'their' if left > 1 else 'its'} default"
+    return text
 
 
 def caption_html(text: str, title: str = "") -> str:
     """The one line under every figure and table: what it shows, over which worlds."""
+    return str(_caption(text, title))
+
+
+def _caption(text: str, title: str = "") -> Markup:
     from workbench.views.notes import caption_note
 
-    e = html.escape
     note = caption_note()
     text = f"{text} {note}".strip() if note else text
-    return f"<p class=\"wb-caption\">{f'<b>{e(title)}.</b> ' if title else ''}{e(text)}</p>"
+    return render("caption.html", text=text, title=title)
 
 
 def brief_view(table: pd.DataFrame) -> pd.DataFrame:
@@ -283,7 +329,6 @@ def readable_html(table: pd.DataFrame, *, caption: str = "", title: str = "", la
                   hide: Sequence[str] = (), searchable: bool | None = None) -> str:
     """The whole table block: the table, then its caption (title, what the rows are,
     the columns that never vary) and, when any, its metrics' definitions."""
-    e = html.escape
     s = shown(table, labels, keep, hide)
     frame, numeric, rates = s.frame, s.numeric, s.rates
     titles = _definition_titles(s, definitions)
@@ -291,19 +336,19 @@ def readable_html(table: pd.DataFrame, *, caption: str = "", title: str = "", la
     text = caption + (f" Same in every row: {lifted}." if lifted else "")
     if frame.empty:
         reason = table.attrs.get("empty_reason") or "no rows in this run set"
-        return STYLE + caption_html(f"{text} Empty: {reason}.".strip(), title)
+        return str(render("readable.html", style=Markup(STYLE), body=None,
+                      caption=_caption(f"{text} Empty: {reason}.".strip(), title), definitions={}))
     if len(frame.columns) > MAX_COLUMNS and len(frame) + 1 < len(frame.columns):
-        frame = turn_on_side(frame, numeric, rates)
-        numeric, rates = set(frame.columns[1:]), set()
+        cells = list(table["cell_label"].astype(str)) if "cell_label" in table.columns else None
+        frame = turn_on_side(frame, numeric, rates, cells)
         text += " Turned on its side to fit the page: one column per row."
-        searchable = False
+        turned, searchable = True, False
+    else:
+        turned = False
     long = len(frame) >= SEARCHABLE_ROWS if searchable is None else searchable
-    body = _searchable_html(frame, numeric) if long else _plain_html(frame, numeric, titles, rates)
-    foot = ""
-    if titles:
-        items = "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in titles.items())
-        foot = f"<details><summary>Definitions</summary><ul>{items}</ul></details>"
-    return f"{STYLE}<div class=\"wb-table-box\">{body}</div>{caption_html(text.strip(), title)}{foot}"
+    body = _searchable_html(frame, numeric) if long else _plain_html(frame, numeric, titles, rates, turned)
+    return str(render("readable.html", style=Markup(STYLE), body=body, caption=_caption(text.strip(), title),
+                      definitions=titles))
 
 
 def show_figure(fig: Any, caption: str, title: str = "") -> None:
@@ -314,5 +359,5 @@ def show_figure(fig: Any, caption: str, title: str = "") -> None:
     from workbench.views.figure_sink import collect
 
     display(fig)
-    display(HTML(STYLE + caption_html(caption, title)))
+    display(HTML(render("styled_caption.html", style=Markup(STYLE), caption=_caption(caption, title))))
     collect(fig, caption, title)
