@@ -18,6 +18,8 @@ from workbench.metrics.design import design_of_records
 from workbench.routes import is_simulated_label  # scripted agents are simulated too
 from workbench.stats import newcombe, wilson
 from workbench.views import esc_html, esc_plot, forest_figure, rate_styler
+from workbench.views.escape import as_text
+from workbench.views.markup import escape
 from workbench.worlds.stigmergy.frames import agent_frame, reply_frame, units, validity_frame, world_frame
 from workbench.worlds.stigmergy.tables import attrition_table, exposure_lags, exposure_then_read
 from workbench.worlds.stigmergy.views import (
@@ -321,11 +323,12 @@ def test_transcript_holds_the_whole_conversation_in_order(run):
     b = next(a for a in w["agents"] if a["role"] == "pair_b")
     html = transcript_html(w, steps, b["agent"])
     mine = [s for s in steps if s["agent"] == b["agent"]]
-    pieces = [esc_html(b["system_prompt"]), esc_html(b["task_text"])]
+    # escaped as the template escapes (markupsafe: an apostrophe is &#39;)
+    pieces = [str(escape(b["system_prompt"])), str(escape(b["task_text"]))]
     for s in mine:
-        pieces.append(esc_html(s["reply"]["text"]))
+        pieces.append(str(escape(s["reply"]["text"])))
         if s["result"] is not None:
-            pieces.append(esc_html(s["result"]))
+            pieces.append(str(escape(as_text(s["result"]))))
     pos = 0
     for p in pieces:
         found = html.find(p, pos)

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from workbench.routes import is_simulated_route
 from workbench.views.escape import esc_plot, plot_lines
+from workbench.views.markup import render_string
 from workbench.worlds.stigmergy.views.steps import (
     OPS,
     agent_lanes,
@@ -26,13 +27,15 @@ OP_SYMBOLS = {"list": "circle", "read": "diamond", "write": "square", "submit": 
 EXPOSURE = "exposure"
 ARROW = "cross-agent read"
 REPLY_CHARS = 300
+# a hover's first line, plotly's bold (values escaped by the template, as plotly reads entities)
+STEP_LINE = "<b>step {{ seq }}</b> · {{ agent }} · own step {{ own }} · t={{ t }}"
 
 
 def _hover(world: dict[str, Any], step: dict[str, Any]) -> str:
     reply = step.get("reply") or {}
     key = step_key(step)
-    lines = [f"<b>step {step['seq']}</b> · {esc_plot(step['agent'])} · own step {step.get('agent_step')}"
-             f" · t={step.get('t_done')}",
+    lines = [str(render_string(STEP_LINE, seq=step["seq"], agent=step["agent"], own=step.get("agent_step"),
+                               t=step.get("t_done"))),
              f"op: {op_kind(step)}" + (f" · key: {esc_plot(key, 80)}" if key is not None else ""),
              esc_plot(effect_summary(world, step), newlines=False),
              "reply: " + esc_plot(reply.get("text") or "", REPLY_CHARS, newlines=False)]
