@@ -1,6 +1,7 @@
-"""The viewer's HTML: the index page (worlds, cells, comparison) and one page per world.
-Every text a model, a store or a params file wrote is escaped (:func:`esc_html`); the
-world index's values reach the page through ``textContent`` only (see assets)."""
+"""The viewer's HTML: the index page (worlds, cells, comparison) and one page per world,
+from templates (``viewer_*.html``) that escape every text a model, a store or a params
+file wrote; the world index's values reach the page through ``textContent`` only (see
+assets)."""
 from __future__ import annotations
 
 import json
@@ -15,10 +16,8 @@ from workbench.metrics.design import flatten
 from workbench.routes import is_simulated_world
 from workbench.viewer.assets import CSS, INDEX_JS, SLIDER_JS
 from workbench.viewer.data import Index, RunSet, call_rows, world_usage
-from workbench.views.escape import esc_html, short
-
-SIMULATED = ("<div class='wb-banner'><b>SIMULATED</b>: {what} simulated agents; their numbers are simulated "
-             "behaviour, never a measurement of a model.</div>")
+from workbench.views.escape import as_text, short
+from workbench.views.markup import Markup, render, render_string
 
 
 def page_name(world_id: str) -> str:
@@ -30,30 +29,20 @@ def world_href(key: str, world_id: str) -> str:
     return f"worlds/{key}/{page_name(world_id)}"
 
 
-def _doc(title: str, body: str, head: str = "") -> str:
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc_html(title)}</title>"
-            f"<meta name='viewport' content='width=device-width'><style>{CSS}</style>{head}</head>"
-            f"<body>{body}</body></html>")
+def _doc(title: str, body: Markup, head: Markup | str = "") -> str:
+    return str(render("viewer_doc.html", title=title, css=Markup(CSS), head=Markup(head), body=body))
 
 
 def table_html(frame: pd.DataFrame, numeric: Sequence[str] = (), links: Sequence[str | None] | None = None,
                link_column: str = "") -> str:
     """A frame as a plain table, every header and value escaped; ``links`` (one per row, or None) make
     ``link_column``'s cells links."""
-    if frame.empty:
-        return "<p><i>no rows</i></p>"
-    head = "".join(f"<th>{esc_html(c)}</th>" for c in frame.columns)
-    body = []
+    rows = []
     for i, row in enumerate(frame.itertuples(index=False)):
-        cells = []
-        for c, v in zip(frame.columns, row):
-            text = esc_html(_cell(v))
-            if links is not None and c == link_column and links[i]:
-                text = f"<a href='{esc_html(links[i])}'>{text}</a>"
-            right = c in numeric or (isinstance(v, int | float) and not isinstance(v, bool))
-            cells.append(f"<td style='text-align:right'>{text}</td>" if right else f"<td>{text}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<div class='wb-box'><table class='wb-grid'><tr>{head}</tr>{''.join(body)}</table></div>"
+        rows.append([(_cell(v), links[i] if links is not None and c == link_column and links[i] else None,
+                      c in numeric or (isinstance(v, int | float) and not isinstance(v, bool)))
+                     for c, v in zip(frame.columns, row)])
+    return str(render("viewer_table.html", columns=[as_text(c) for c in frame.columns], rows=rows))
 
 
 def cell_links(usage: pd.DataFrame) -> list[str | None]:
@@ -95,53 +84,28 @@ def index_page(run_sets: Sequence[RunSet], index: Index, usage: pd.DataFrame,
     studies = ", ".join(sorted({rs.study for rs in run_sets if rs.study}))
     n_worlds = sum(len(rs.records.worlds) for rs in run_sets)
     sims = [is_simulated_world(w) for rs in run_sets for w in rs.records.worlds]
-    banner = SIMULATED.format(what="every world here ran on" if sims and all(sims) else
-                              f"{sum(sims)} of {len(sims)} worlds here ran on") if any(sims) else ""
+    banner = render("viewer_simulated.html", what="every world here ran on" if sims and all(sims) else
+                    f"{sum(sims)} of {len(sims)} worlds here ran on") if any(sims) else ""
     constant = "; ".join(f"{k}={v}" for k, v in index.constant.items())
-    runs = "".join(f"<li><b>{esc_html(rs.name)}</b>: {esc_html(rs.records.dir)} · {esc_html(rs.kind.name)} world · "
-                   f"study {esc_html(rs.study or '?')} · {len(rs.design.cells)} cells · {len(rs.records.worlds)} worlds"
-                   + (f" · {len(rs.records.problems)} unreadable record lines" if rs.records.problems else "")
-                   + "</li>" for rs in run_sets)
-    cmp_html = ""
-    if comparisons:
-        from workbench.views.readable import STYLE, readable_html
+    runs = [{"name": rs.name, "dir": str(rs.records.dir), "kind": rs.kind.name, "study": rs.study or "?",
+             "cells": len(rs.design.cells), "worlds": len(rs.records.worlds), "problems": len(rs.records.problems)}
+            for rs in run_sets]
+    shown: list[tuple[str, str, Markup | None]] = []
+    for title, table in comparisons:
+        if isinstance(table, str):
+            shown.append((title, table, None))
+        else:
+            from workbench.views.readable import readable_html
 
-        parts = []
-        for title, table in comparisons:
-            if isinstance(table, str):
-                parts.append(f"<h3>{esc_html(title)}</h3><p>{esc_html(table)}</p>")
-            else:
-                parts.append(f"<h3>{esc_html(title)}</h3>" + readable_html(
-                    table, caption=str(table.attrs.get("title", "")), searchable=False))
-        cmp_html = (f"{STYLE}<h2 id='compare'>Run sets side by side: matched cells</h2>"
-                    "<p class='wb-note'>The table of <code>workbench compare</code>: each later run set against the "
-                    "first, cells matched on every factor; unmatched cells listed with the reason.</p>" + "".join(parts))
-    body = (
-        f"<h1>Worlds of {esc_html(names)}</h1>"
-        f"<div class='wb-note'>study {esc_html(studies or '?')} · {n_worlds} worlds · shown by "
-        f"<code>workbench view</code>, offline</div>{banner}<ul>{runs}</ul>"
-        "<nav class='wb-tabs'><a href='#worlds'>Worlds</a><a href='#cells'>Cells: tokens, cost, latency</a>"
-        + ("<a href='#compare'>Comparison</a>" if comparisons else "") + "</nav>"
-        "<h2 id='worlds'>Every world</h2><div class='wb-note'>One row per world: its cell's factors (green), "
-        "calls, tokens, cost and latency (purple) and the world's metrics (orange). Click a header to sort; "
-        "filter any column in the row below it (numbers: <code>&gt;0</code>, <code>&lt;=0.5</code>, "
-        "<code>1..5</code>); the search box finds worlds by the words of their replies, stored values and "
-        "messages" + (f" (the first {search_chars:,} characters of each world's text)" if search_chars else "")
-        + ". Click a world to open it."
-        + (f" Same for every world: {esc_html(constant)}." if constant else "") + "</div>"
-        f"<div class='wb-banner' id='wb-bundle-note'{'' if bundle_note else ' hidden'}>{esc_html(bundle_note)}</div>"
-        "<div class='wb-controls'><input id='wb-search' type='search' placeholder='search replies and store values' "
-        "aria-label='search'><span id='wb-count'></span><button id='wb-prev'>◀ previous</button><span id='wb-page'></span>"
-        "<button id='wb-next'>next ▶</button><label>rows per page <select id='wb-size'><option>25</option>"
-        "<option selected>50</option><option>100</option><option>500</option></select></label></div>"
-        "<div class='wb-box'><table id='wb-index' class='wb-grid'><thead></thead><tbody></tbody></table></div>"
-        "<h2 id='cells'>Cells: tokens, cost and latency</h2><p class='wb-note'>Per cell, over every model call of its "
-        "worlds (click a cell to list its worlds): tokens, cost (USD, as the client reported it), latency per call "
-        "(median and 95th percentile, seconds), retries (failed tries before the kept one), calls retried, "
-        "and calls that ended in an error.</p>"
-        + table_html(usage, links=cell_links(usage) if len(usage) else None, link_column="cell") + cmp_html
-        + "<script src='mode.js'></script><script src='data/index.js'></script>"
-        f"<script>{INDEX_JS}</script>")
+            shown.append((title, "", Markup(readable_html(table, caption=str(table.attrs.get("title", "")),
+                                                          searchable=False))))
+    from workbench.views.readable import STYLE
+
+    body = render("viewer_index.html", names=names, studies=studies or "?", n_worlds=n_worlds, banner=banner,
+                  runs=runs, comparisons=shown, style=Markup(STYLE), search_chars=f"{search_chars:,}" if search_chars else "",
+                  constant=constant, bundle_note=bundle_note,
+                  usage=Markup(table_html(usage, links=cell_links(usage) if len(usage) else None, link_column="cell")),
+                  script=Markup(INDEX_JS))
     return _doc(f"workbench view: {names}", body)
 
 
@@ -165,36 +129,26 @@ def world_page(rs: RunSet, world_id: str, *, root: str = "../../") -> str:
     calls = pd.DataFrame([{"seq": s.get("seq"), "agent": s.get("agent"), "route": (s.get("reply") or {}).get("route"),
                            **c} for s, c in zip([s for s in steps if isinstance(s.get("reply"), dict)], call_rows(steps))])
     failed = world.get("failed")
-    head = (f"<p><a href='{root}index.html'>← every world</a></p>"
-            f"<h1>World <code>{esc_html(world_id)}</code></h1>"
-            f"<div class='wb-note'>run set {esc_html(rs.name)} ({esc_html(rs.records.dir)}) · {esc_html(rs.kind.name)} "
-            f"world · cell <b>{esc_html(rs.design.label(str(world['cell_id'])))}</b> · world {esc_html(world.get('world_index'))}"
-            f" of its cell · run {esc_html(world.get('run'))} · valid <b>{esc_html(world.get('valid'))}</b>"
-            + (f" · <span style='color:#b00020'>failed: {esc_html((failed or {}).get('cause') or failed)}</span>"
-               if failed else "") + " · shown from the records, no model called</div>"
-            + (SIMULATED.format(what="this world ran on") if sim else ""))
-    summary = ("<section class='wb-section' id='facts'><h2>Cell factors, world metrics, usage</h2>"
-               "<div style='display:flex;gap:28px;flex-wrap:wrap'>"
-               f"<div><h2>Cell factors</h2>{table_html(_scalars(flatten(world.get('cell') or {})))}</div>"
-               f"<div><h2>World metrics</h2>{table_html(_scalars(world.get('metrics') or {}))}</div>"
-               f"<div><h2>Usage</h2>{table_html(_scalars(usage))}</div></div></section>")
-    sections = []
     try:
         drawn = rs.kind.world_page(rs.records, world, steps)
     except Exception as exc:  # noqa: BLE001 - a view that cannot draw this world is said on the page
-        drawn = [("Views", f"<p style='color:#b00020'>the {esc_html(rs.kind.name)} views could not draw this world: "
-                           f"{esc_html(type(exc).__name__)}: {esc_html(exc)}</p>")]
+        drawn = [("Views", render("viewer_views_error.html", kind=rs.kind.name, error_type=type(exc).__name__,
+                                  error=str(exc)))]
     if not drawn:
-        drawn = [("Replies", "".join(f"<details><summary>[{esc_html(s.get('seq'))}] {esc_html(s.get('agent'))}"
-                                     f"</summary><pre>{esc_html((s.get('reply') or {}).get('text'))}</pre></details>"
-                                     for s in steps))]
-    for title, view in drawn:
-        html = view if isinstance(view, str) else _figure_html(view)
-        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-        sections.append(f"<section class='wb-section' id='{slug}'><h2>{esc_html(title)}</h2>"
-                        f"<div class='wb-box'>{html}</div></section>")
-    sections.append("<section class='wb-section' id='model-calls'><h2>Every model call: tokens, cost, latency, retries"
-                    f"</h2>{table_html(calls)}</section>")
-    scripts = f"<script>{SLIDER_JS}</script>"
-    return _doc(f"{world_id} · workbench view", head + "".join(sections) + summary + scripts,
-                head=f"<script src='{root}assets/plotly.min.js'></script>")
+        drawn = [("Replies", render("viewer_replies.html", steps=[
+            {"seq": as_text(s.get("seq")), "agent": as_text(s.get("agent")),
+             "text": as_text((s.get("reply") or {}).get("text"))} for s in steps]))]
+    # a kind's view is HTML its own templates rendered (or a plotly figure): taken as it is
+    sections = [{"title": title, "slug": re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-"),
+                 "html": Markup(view) if isinstance(view, str) else Markup(_figure_html(view))} for title, view in drawn]
+    body = render(
+        "viewer_world.html", root=root, world_id=world_id, run_set=rs.name, run_dir=str(rs.records.dir),
+        kind=rs.kind.name, cell=rs.design.label(str(world["cell_id"])), world_index=as_text(world.get("world_index")),
+        run=as_text(world.get("run")), valid=as_text(world.get("valid")),
+        failed=as_text((failed or {}).get("cause") or failed) if failed else "",
+        banner=render("viewer_simulated.html", what="this world ran on") if sim else "", sections=sections,
+        calls=Markup(table_html(calls)), factors=Markup(table_html(_scalars(flatten(world.get("cell") or {})))),
+        metrics=Markup(table_html(_scalars(world.get("metrics") or {}))), usage=Markup(table_html(_scalars(usage))),
+        script=Markup(SLIDER_JS))
+    return _doc(f"{world_id} · workbench view", body,
+                head=render_string('<script src="{{ root }}assets/plotly.min.js"></script>', root=root))
