@@ -15,6 +15,18 @@ malformed body. ``delay_s`` adds a fixed latency to every request (the
 benchmark's 200 ms). Every request body and its arrival time is kept in
 ``server.requests``; the Authorization header is never stored, only whether
 one came (``server.auth_seen``).
+
+Prompt caching as OpenAI does it, on its own: with ``auto_cache_min_tokens`` set, the
+usage of a reply reports ``prompt_tokens_details.cached_tokens``, the tokens of the
+longest run of leading messages an earlier request already sent (when at least that
+many; nothing is marked in the request, none is needed). An action's ``cached_tokens``
+reports a given number instead.
+
+``POST /v1/responses`` answers in the Responses API's shape (litellm's ``openai/responses/...``
+routes): a ``reasoning`` output item with ``encrypted_content`` (when the request asks for
+reasoning or the action gives it), the message, function calls. A reasoning item sent back in
+``input`` must carry the encrypted content it was given, or the request is refused with 400,
+as OpenAI refuses a reasoning item it cannot verify; ``reasoning_replayed`` counts the good ones.
 """
 from __future__ import annotations
 
@@ -47,6 +59,7 @@ class Action:
     no_usage: bool = False  # a reply without a usage object, as some servers send
     finish_reason: str | None = None  # "stop" (or "tool_calls") when None
     message_extra: dict[str, Any] = field(default_factory=dict)  # more fields of the message, sent as given
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, as OpenAI reports cache reads
 
 
 def ok(text: str | None = None, **kw: Any) -> Action:
@@ -105,10 +118,27 @@ class Faults:
         return malformed()
 
 
+def _prefix_tokens(messages: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """(hash of the first i+1 messages, their tokens as the fake counts prompt tokens) for each i."""
+    import hashlib
+
+    h, total, out = hashlib.sha256(), 0, []
+    for m in messages:
+        h.update(json.dumps(m, sort_keys=True).encode())
+        total += len(str(m.get("content", "")))
+        out.append((h.hexdigest(), total // 4))
+    return out
+
+
 class FakeOpenAI:
-    def __init__(self, delay_s: float = 0.0, default_text: str = '{"op": "list"}') -> None:
+    def __init__(self, delay_s: float = 0.0, default_text: str = '{"op": "list"}',
+                 auto_cache_min_tokens: int | None = None) -> None:
         self.delay_s = delay_s
         self.default_text = default_text
+        self.auto_cache_min_tokens = auto_cache_min_tokens
+        self.prefixes: set[str] = set()  # message prefixes sent before (the automatic prompt cache)
+        self.reasoning_given: dict[str, str] = {}  # Responses API reasoning item id -> its encrypted content
+        self.reasoning_replayed = 0
         self.responder: Callable[[dict[str, Any]], str | Action] | None = None
         self.actions: deque[Action] = deque()
         self.requests: list[dict[str, Any]] = []  # {"t": monotonic arrival, "body": ...}
@@ -128,6 +158,9 @@ class FakeOpenAI:
             self.requests.clear()
             self.responder = None
             self.auth_seen = 0
+            self.prefixes.clear()
+            self.reasoning_given.clear()
+            self.reasoning_replayed = 0
 
     @property
     def count(self) -> int:
@@ -138,6 +171,48 @@ class FakeOpenAI:
     def url(self) -> str:
         assert self._httpd is not None
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def _responses(self, body: dict[str, Any], action: Action) -> tuple[int, dict[str, Any]]:
+        """A Responses API answer (see the module docstring), or a 400 for a reasoning item it did not give."""
+        import hashlib
+
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        good = 0
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "reasoning":
+                if self.reasoning_given.get(str(item.get("id"))) != item.get("encrypted_content"):
+                    return 400, {"error": {"message": "The encrypted content for item could not be verified.",
+                                           "type": "invalid_request_error", "code": "invalid_encrypted_content"}}
+                good += 1
+        with self.lock:
+            self.reasoning_replayed += good
+            n = len(self.requests)
+        output: list[dict[str, Any]] = []
+        if action.reasoning is not None or body.get("reasoning"):
+            summary = action.reasoning if action.reasoning is not None else f"Reasoned about request {n}."
+            rid = f"rs_fake_{n}"
+            enc = "gAAAA" + hashlib.sha256(f"{rid}:{summary}".encode()).hexdigest()
+            with self.lock:
+                self.reasoning_given[rid] = enc
+            output.append({"type": "reasoning", "id": rid, "encrypted_content": enc,
+                           "summary": [{"type": "summary_text", "text": summary}]})
+        text = self.default_text if action.text is None else action.text
+        if text:
+            output.append({"type": "message", "id": f"msg_fake_{n}", "role": "assistant", "status": "completed",
+                           "content": [{"type": "output_text", "text": text, "annotations": []}]})
+        for i, (name, args) in enumerate(action.tool_calls or []):
+            output.append({"type": "function_call", "id": f"fc_fake_{n}_{i}", "call_id": f"call_{n}_{i}",
+                           "name": name, "arguments": args if isinstance(args, str) else json.dumps(args),
+                           "status": "completed"})
+        n_in = len(json.dumps(items)) // 4 + 1
+        n_out = len(text or "") // 4 + 1
+        usage: dict[str, Any] = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out,
+                                 "input_tokens_details": {"cached_tokens": action.cached_tokens or 0},
+                                 "output_tokens_details": {"reasoning_tokens": 0}}
+        return 200, {"id": f"resp_fake_{n}", "object": "response", "created_at": int(time.time()),
+                     "status": "completed", "model": action.model or body.get("model", "fake"), "output": output,
+                     "usage": usage, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+                     "text": {"format": {"type": "text"}}}
 
     def start(self) -> FakeOpenAI:
         server = self
@@ -193,6 +268,10 @@ class FakeOpenAI:
                 if action.malformed:
                     self._send(200, b'{"id": "x", "choices": [ {"message": ', {})
                     return
+                if self.path.rstrip("/").endswith("/responses"):
+                    code, out = server._responses(body, action)
+                    self._send(code, json.dumps(out).encode(), action.headers)
+                    return
                 text = server.default_text if action.text is None else action.text
                 message: dict[str, Any] = {"role": "assistant", "content": text}
                 if action.reasoning is not None:
@@ -211,6 +290,14 @@ class FakeOpenAI:
                 n_completion = len(text) // 4 + 1
                 if action.usage is not None:
                     n_prompt, n_completion = action.usage
+                cached = action.cached_tokens
+                if cached is None and server.auto_cache_min_tokens is not None:
+                    prefixes = _prefix_tokens(body.get("messages") or [])
+                    with server.lock:
+                        hits = [n for h, n in prefixes if h in server.prefixes]
+                        server.prefixes.update(h for h, _ in prefixes)
+                    cached = max(hits, default=0)
+                    cached = min(cached, n_prompt) if cached >= server.auto_cache_min_tokens else 0
                 reply: dict[str, Any] = {
                     "id": f"chatcmpl-fake-{len(server.requests)}", "object": "chat.completion",
                     "created": int(time.time()), "model": action.model or body.get("model", "fake"),
@@ -218,6 +305,8 @@ class FakeOpenAI:
                     "usage": action.usage_json or {"prompt_tokens": n_prompt, "completion_tokens": n_completion,
                                                    "total_tokens": n_prompt + n_completion},
                 }
+                if cached is not None and not action.usage_json:
+                    reply["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
                 if action.no_usage:
                     del reply["usage"]
                 payload = json.dumps(reply).encode()
