@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.views.escape import esc_html
+from workbench.views.escape import as_text
+from workbench.views.markup import Markup, render
 from workbench.worlds.collusion import metrics as M
 from workbench.worlds.collusion.episode_html import agent_episode_html, episodes_html
 from workbench.worlds.collusion.views import trajectory_html
@@ -16,10 +17,10 @@ def sections(records: Any, world: dict[str, Any], steps: list[dict[str, Any]]) -
         judgments = M.load_judgments(records.dir)
     except (OSError, ValueError):
         judgments = None
-    agents = "".join(
-        f"<details><summary>episode {esc_html(ep.get('episode'))} · {esc_html(agent)}</summary>"
-        f"{agent_episode_html(world, steps, int(ep['episode']), agent)}</details>"
-        for ep in world.get("episodes") or [] for agent in M.AGENTS)
+    parts = [{"episode": as_text(ep.get("episode")), "agent": agent,
+              "body": Markup(agent_episode_html(world, steps, int(ep["episode"]), agent))}
+             for ep in world.get("episodes") or [] for agent in M.AGENTS]
+    agents = render("collusion_agents.html", parts=parts) if parts else render("note.html", text="no episodes")
     return [("Episodes", episodes_html(world)),
             ("Trajectory, episode by episode", trajectory_html(world, judgments)),
-            ("Each agent in each episode", agents or "<p><i>no episodes</i></p>")]
+            ("Each agent in each episode", str(agents))]
