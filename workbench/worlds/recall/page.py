@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workbench.views.escape import esc_html
+from workbench.views.escape import as_text
+from workbench.views.markup import Markup, render
 from workbench.worlds.recall.views import context_html, retrieval_ranks, statements_html, turn_timeline
 
 
@@ -16,27 +17,20 @@ def memory_slider_html(world: dict[str, Any]) -> str:
 
     turns = sorted({int(t["turn"]) for t in world.get("turns") or []})
     if not turns:
-        return "<p><i>no turns</i></p>"
-    panes = []
-    for i, t in enumerate(turns):
-        rows = "".join("<tr>" + "".join(f"<td>{esc_html(v)}</td>" for v in (
-            m.get("entry_id"), m.get("author_role"), m.get("authority"), m.get("turn"), m.get("namespace") or "",
-            m.get("text"))) + "</tr>" for m in memory_at_turn(world, t))
-        table = ("<table class='wb-grid'><tr><th>entry</th><th>author</th><th>authority</th><th>turn</th>"
-                 f"<th>namespace</th><th>text</th></tr>{rows}</table>" if rows else "<p><i>empty</i></p>")
-        hidden = "" if i == 0 else " hidden"
-        panes.append(f"<div class='wb-pane' data-pane='{i}'{hidden}><b>shared memory after turn {t}</b>{table}</div>")
-    labels = json.dumps([f"turn {t}" for t in turns])
-    return (f"<div class='wb-slider'><input type='range' min='0' max='{len(turns) - 1}' value='0' "
-            f"aria-label='turn'> <span class='wb-slider-label'>turn {turns[0]}</span>"
-            f"<script type='application/json' class='wb-labels'>{labels}</script>"
-            + "".join(panes) + "</div>")
+        return str(render("note.html", text="no turns"))
+    panes = [{"turn": t, "rows": [[as_text(v) for v in (m.get("entry_id"), m.get("author_role"), m.get("authority"),
+                                                         m.get("turn"), m.get("namespace") or "", m.get("text"))]
+                                  for m in memory_at_turn(world, t)]} for t in turns]
+    # the labels are JSON inside a script element: "<" written as \u003c so no text can close the element
+    labels = json.dumps([f"turn {t}" for t in turns]).replace("<", "\\u003c")
+    return str(render("recall_memory_slider.html", panes=panes, labels=Markup(labels)))
 
 
 def sections(records: Any, world: dict[str, Any], steps: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-    wid = f"<code>{esc_html(world.get('world_id'))}</code>"
+    context = render("recall_context_heading.html", world_id=as_text(world.get("world_id")),
+                     context=Markup(context_html(world)))
     return [("Turn timeline", turn_timeline(world)),
             ("Retrieval ranks", retrieval_ranks(world)),
             ("Shared memory, turn by turn (slider)", memory_slider_html(world)),
-            ("What each recalling agent had in context", f"<p>world {wid}</p>" + context_html(world)),
+            ("What each recalling agent had in context", str(context)),
             ("Every model call", statements_html(world, steps))]
