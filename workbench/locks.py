@@ -328,8 +328,8 @@ def verify(lock_dir: str | Path = DEFAULT_DIR) -> tuple[bool, list[str]]:
 def verification_html(records: Any) -> str:
     """A fresh verification of the lock chain the last locked run of ``records`` ran under (when
     that lock folder is here), and whether these records are exactly those of a data lock; "" when
-    no run was locked. Shown under a report's recorded lock table."""
-    import html
+    no run was locked. Shown under a report's recorded lock table (template ``locks_verification.html``)."""
+    from workbench.views.markup import render
 
     m = records.manifest
     runs = m.get("runs") or [r for part in (m.get("parts") or {}).values() for r in part.get("runs", [])]
@@ -338,15 +338,13 @@ def verification_html(records: Any) -> str:
         return ""
     lock_dir = Path(runs[-1]["lock"]["lock_dir"])
     if not lock_dir.is_dir():
-        return f"<p><i>The lock folder {html.escape(str(lock_dir))} is not here: not verified now.</i></p>"
+        return str(render("locks_verification.html", missing=True, lock_dir=str(lock_dir)))
     ok, lines = verify(lock_dir)
-    out = [f"<p><b>Verification now</b> ({'all locks verified' if ok else 'FAILED'})</p><pre>"
-           + html.escape("\n".join(lines)) + "</pre>"]
     here = Path(records.dir).resolve()
+    data_locks = []
     for lk in load_chain(lock_dir).locks:
         if lk.get("kind") == "data" and _resolve(lk["run_dir"]).resolve() == here:
             found = data_changes(lk)
-            verdict = ("this analysis ran on exactly the locked data" if not found
-                       else "the records changed since the data lock: " + "; ".join(found))
-            out.append(f"<p>Data lock {html.escape(lk['name'])}: {html.escape(verdict)}</p>")
-    return "".join(out)
+            data_locks.append((lk["name"], "this analysis ran on exactly the locked data" if not found
+                               else "the records changed since the data lock: " + "; ".join(found)))
+    return str(render("locks_verification.html", missing=False, ok=ok, lines="\n".join(lines), data_locks=data_locks))

@@ -57,10 +57,10 @@ def run_summary(run_dir: str | Path) -> Any:
 
     from workbench.kinds import kind_of_records
     from workbench.records import load_run
-    from workbench.views.escape import esc_html
+    from workbench.views.markup import render
 
     records = load_run(run_dir)
     if not records.worlds:
-        return HTML(f"<p><i>{esc_html(str(run_dir))} holds no finished world yet.</i></p>")
+        return HTML(str(render("note.html", text=f"{run_dir} holds no finished world yet.")))
     kind = kind_of_records(records)
     return kind.summary_display(records)

@@ -224,11 +224,11 @@ class WorldKind:
 
     def summary_display(self, records: Any) -> Any:
         """What a study notebook shows after a run: by default :meth:`summary_text`, escaped."""
-        import html
-
         from IPython.display import HTML
 
-        return HTML(f"<pre>{html.escape(self.summary_text(records.worlds))}</pre>")
+        from workbench.views.markup import render
+
+        return HTML(str(render("pre.html", text=self.summary_text(records.worlds))))
 
     def metric_tables(self, records: Any, *, parser_rule: str | None = None, answer_rule: str | None = None,
                       holm: bool = False) -> dict[str, Any]:

@@ -13,33 +13,14 @@ import base64
 import gzip
 import re
 
+from workbench.views.markup import render
+
 BUNDLE_ID = "wb-plotly-gz"
 READY = "window.wbPlotlyReady"
 
 # the notebook's setup cell emits the bundle as one script starting with its banner
 _BUNDLE = re.compile(r"<script>\s*/\*\*\s*\n\*\s*plotly\.js v[\d.]+.*?</script>", re.DOTALL)
 _SCRIPT = re.compile(r"(<script\b[^>]*>)(.*?)(</script>)", re.IGNORECASE | re.DOTALL)
-
-LOADER = f"""<script>
-{READY} = (async function () {{
-  var packed = document.getElementById("{BUNDLE_ID}").textContent.trim();
-  var stream = (await fetch("data:application/gzip;base64," + packed)).body
-    .pipeThrough(new DecompressionStream("gzip"));
-  var code = await new Response(stream).text();
-  await new Promise(function (ok, fail) {{
-    var s = document.createElement("script");
-    s.src = URL.createObjectURL(new Blob([code], {{type: "text/javascript"}}));
-    s.onload = ok; s.onerror = fail;
-    document.head.appendChild(s);
-  }});
-  return window.Plotly;
-}})();
-{READY}.catch(function (e) {{
-  document.body.insertAdjacentHTML("afterbegin",
-    '<div class="wb-banner">Charts could not be drawn: this browser cannot inflate the embedded plotly.js.</div>');
-  console.error(e);
-}});
-</script>"""
 
 
 class PlotlyBundleError(RuntimeError):
@@ -67,7 +48,7 @@ def pack_plotly(html: str) -> str:
         raise PlotlyBundleError(f"plotly.js is inlined {len(bundles)} times; expected once")
     first = bundles[0]
     packed = base64.b64encode(gzip.compress(_bundle_js(first.group(0)).encode("utf-8"), 9, mtime=0)).decode()
-    head = html[: first.start()] + f'<script type="application/gzip" id="{BUNDLE_ID}">{packed}</script>' + LOADER
+    head = html[: first.start()] + str(render("plotly_loader.html", bundle_id=BUNDLE_ID, ready=READY, packed=packed))
     tail = _SCRIPT.sub(_defer_figure, html[first.end():])
     return head + tail
 
