@@ -154,9 +154,12 @@ def test_the_lean_path_is_taken_only_where_litellm_passes_the_request_through(fa
     (ok("r", message_extra={"content": None}), None, None),
     (ok("thinking", message_extra={"thinking_blocks": [{"type": "thinking", "thinking": "a"}]}), None, None),
     (ok("eos", finish_reason="eos"), None, None),
+    (ok("cached, priced id", model="gpt-4o-2024-08-06", usage_json={
+        "prompt_tokens": 2000, "completion_tokens": 10, "total_tokens": 2010,
+        "prompt_tokens_details": {"cached_tokens": 1536}}), None, None),  # litellm prices the cached part apart
 ], ids=["plain", "usage-and-params", "known-returned-model", "reasoning-and-params", "json-schema", "tool-calls",
         "usage-details", "no-usage", "no-usage-priced-id", "finish-length", "reasoning-field", "null-content",
-        "thinking-blocks", "finish-eos"])
+        "thinking-blocks", "finish-eos", "cached-priced-id"])
 def test_an_answer_is_recorded_the_same_on_both_paths(fake, action, params, tools):
     recs = assert_same(fake, [action], params=params, tools=tools)
     assert recs[0]["error"] is None and recs[0]["model_returned"]

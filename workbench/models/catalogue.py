@@ -5,8 +5,10 @@ entry says which litellm route reaches it, where (``api_base`` for a local or
 self-hosted OpenAI-compatible server), with which default sampling settings,
 which provider quirks to handle (a model that rejects temperature, the
 reasoning efforts it accepts and what to send instead of one it rejects),
-what it costs per million tokens, and the limits to keep (connections,
-requests per minute, attempts, timeout).
+what it costs per million tokens (prompt tokens read from or written to the
+provider's prompt cache at their own prices), whether requests mark cache
+breakpoints (``prompt_cache``), and the limits to keep (connections, requests
+and tokens per minute, attempts, timeout).
 
 Which catalogue file: ``$WORKBENCH_MODELS`` when set, else ``params/models.yaml``
 of this checkout. Keys are never part of a catalogue: an entry may only name
@@ -56,6 +58,9 @@ class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_connections: int = Field(8, ge=1, le=4096, description="calls in flight at once, per route+api_base, process-wide")
     rpm: int | None = Field(None, ge=1, description="requests (attempts) per minute, per route+api_base; none = no limit")
+    tpm: int | None = Field(None, ge=1, description="tokens per minute, per route+api_base (each attempt's prompt and "
+                                                    "output cap, estimated before sending, corrected from the usage "
+                                                    "it reports); none = no limit")
     max_attempts: int = Field(4, ge=1, le=20, description="attempts per call, the first included (one retry layer: ours)")
     timeout_s: float = Field(120.0, gt=0, description="per attempt")
     backoff_base_s: float = Field(1.0, ge=0, description="first backoff; doubles each attempt, with seeded jitter")
@@ -106,6 +111,17 @@ class ModelEntry(Limits):
     max_tokens: int | None = Field(None, ge=1, description="output cap sent unless the cell's sampling sets one")
     input_usd_per_mtok: float | None = Field(None, ge=0, description="used when litellm's cost map has no price")
     output_usd_per_mtok: float | None = Field(None, ge=0)
+    cache_read_usd_per_mtok: float | None = Field(
+        None, ge=0, description="a prompt token the provider read from its prompt cache (Anthropic: 0.1 x input); "
+                                "none: litellm's cost map where it knows the model, else the input price")
+    cache_write_usd_per_mtok: float | None = Field(
+        None, ge=0, description="a prompt token written to the provider's prompt cache (Anthropic: 1.25 x input; "
+                                "OpenAI and Gemini report none); none: litellm's cost map, else the input price")
+    prompt_cache: Literal["auto", "off"] = Field(
+        "auto", description="auto: mark the stable prefix of each request (system prompt, history up to the previous "
+                            "step) as cache breakpoints where the provider needs them (Anthropic); providers that "
+                            "cache on their own (OpenAI, Gemini) are sent nothing. off: no breakpoints (a provider "
+                            "that caches on its own still may; what it reports is recorded either way)")
     paths: dict[str, RequestPath] = Field(default_factory=dict, description="other request paths to this model, "
                                           f"by name ({DIRECT!r} is the entry itself)")
 

@@ -79,6 +79,7 @@ def _local_route(route: str, *, seed: int, **options: Any) -> ModelClient:
 
 
 register_route("local", _local_route)
+_LITELLM_BUILT = {*LITELLM_PREFIXES, "local"}  # families built on the litellm client: they take prompt_cache
 
 
 def _catalogue_names() -> list[str]:
@@ -137,16 +138,26 @@ def check_request_path(route: str, path: str) -> None:
 def make_client(route: str, *, seed: int, script: list[str] | None = None,
                 recorded: list[dict[str, Any]] | None = None, latency_s: float | None = None,
                 profiles: dict[str, Any] | None = None, request_path: str | None = None,
-                **options: Any) -> ModelClient:
+                prompt_cache: str | None = None, **options: Any) -> ModelClient:
     """``request_path``: the catalogue path a real model is reached over (absent: its own way);
-    simulated, scripted and replayed agents have no transport, so it changes nothing for them."""
+    simulated, scripted and replayed agents have no transport, so it changes nothing for them.
+    ``prompt_cache`` (auto or off): whether a real model's requests mark cache breakpoints, in
+    place of its catalogue entry's setting (a study factor); agents without a provider have no
+    prompt cache, so it changes nothing for them either."""
     if request_path is not None:
         check_request_path(route, request_path)
+    if prompt_cache is not None:
+        from workbench.models.litellm_client.prompt_cache import MODES
+
+        if prompt_cache not in MODES:
+            raise InputError(f"prompt_cache: expected one of {list(MODES)}, got {prompt_cache!r}")
     if route == "scripted":
         return ScriptedClient(script or [], latency_s=1.0 if latency_s is None else latency_s)
     if route == "replay":
         return ReplayClient(recorded or [])
     prefix = route.split("/", 1)[0]
+    if prompt_cache is not None and (prefix in _LITELLM_BUILT or (prefix not in _EXTRA and _is_catalogue_name(route))):
+        options["prompt_cache"] = prompt_cache
     if prefix in _EXTRA:
         return _EXTRA[prefix](route, seed=seed, **_extra(prefix, profiles), **options)
     if _is_catalogue_name(route):

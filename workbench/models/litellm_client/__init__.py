@@ -6,7 +6,7 @@ A package, one module per concern: :mod:`.loader` (litellm, offline), :mod:`.key
 :mod:`.lean` (one plain HTTP POST instead of ``litellm.acompletion`` where litellm would
 send the request unchanged: an ``openai/`` route at an ``api_base`` litellm neither prices
 nor transforms, text turns, listed parameters; the same record, a fifth of the CPU),
-:mod:`.build`.
+:mod:`.prompt_cache` (cache breakpoints, native reasoning blocks), :mod:`.build`.
 
 One :class:`LiteLLMClient` per agent, built from a catalogue entry
 (:mod:`workbench.models.catalogue`): a named model of ``params/models.yaml`` or
@@ -36,14 +36,26 @@ What one call does, and records in its :class:`ModelReply`:
   duration, status, error class and message with keys redacted, the wait that
   followed). When attempts run out the reply carries ``error`` ("Class:
   message"); the client never raises.
-* **Limits.** A connection limit (asyncio.Semaphore) and a requests-per-minute
-  window shared by every client of the same route+api_base in the process;
-  a timeout per attempt.
+* **Limits.** A connection limit (asyncio.Semaphore), a requests-per-minute
+  window and a tokens-per-minute window (``tpm``: each attempt's prompt and output
+  cap estimated before it is sent, corrected from its usage after) shared by every
+  client of the same route+api_base in the process; a timeout per attempt. The
+  waits are recorded on the attempt (``rpm_wait_s``, ``tpm_wait_s``).
+* **Prompt caching.** ``prompt_cache: auto`` (the entry's, or the client's
+  ``prompt_cache`` option, a study factor) marks the stable prefix of each request
+  (system prompt, history up to the previous step) with ``cache_control`` breakpoints
+  on Anthropic routes; providers that cache on their own are sent nothing. What was
+  marked is ``extra.prompt_cache``; the cached prompt tokens the provider reports are
+  ``usage.cached_tokens`` (read) and ``usage.cache_write_tokens`` (written), priced at
+  the cache prices (:mod:`workbench.models.prices`).
 * **Facts.** The model id the provider returned, usage (with reasoning and
   cached tokens when reported), cost (litellm's offline cost map; else the
   entry's per-million prices; else None), latency (measured, from call to
   reply, queueing and retries included, which is what the world clock needs),
-  reasoning text (``reasoning_content`` or thinking blocks), finish reason,
+  reasoning text (``reasoning_content`` or thinking blocks), the provider's native
+  reasoning blocks as returned (``extra.thinking_blocks`` with their signatures,
+  ``extra.reasoning_items``: an agent's own next turn sends them back unchanged; how
+  many a request sent back is ``extra.reasoning_blocks_replayed``), finish reason,
   the api_base actually used.
 * **Budget.** With a :class:`~workbench.models.budget.Budget`, each call reserves
   its worst-case cost first and is refused (error ``BudgetExhausted: …``) when

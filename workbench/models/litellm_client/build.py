@@ -6,7 +6,8 @@ from typing import Any
 from workbench.models.catalogue import ModelEntry
 from workbench.models.litellm_client.client import LiteLLMClient
 
-_OPTIONS = {"budget", "ledger", "cache_dir", "timeout_s", "max_attempts", "api_base", "backoff_base_s", "sleep"}
+_OPTIONS = {"budget", "ledger", "cache_dir", "timeout_s", "max_attempts", "api_base", "backoff_base_s", "sleep",
+            "prompt_cache"}
 
 
 def build_client(entry: ModelEntry, *, seed: int, **options: Any) -> LiteLLMClient:

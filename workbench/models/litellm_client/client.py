@@ -14,14 +14,16 @@ from workbench.models.budget import BUDGET_ERROR, Budget
 from workbench.models.catalogue import ModelEntry
 from workbench.models.ledger import BoundLedger
 from workbench.models.litellm_client import lean, loader
+from workbench.models.litellm_client import prompt_cache as pcache
 from workbench.models.litellm_client import sent as sent_body
 from workbench.models.litellm_client.cache import ReplyCache, cache_key
 from workbench.models.litellm_client.keys import _api_base, find_key, redact, secret_values, strip_credentials
-from workbench.models.litellm_client.limits import limits_for
+from workbench.models.litellm_client.limits import estimate_tokens, limits_for
 from workbench.models.litellm_client.loader import get_litellm
 from workbench.models.litellm_client.request import _rejected_param, _supported, prepare_params
 from workbench.models.litellm_client.retries import MalformedResponse, _headers_of, classify, parse_retry_after
 from workbench.models.litellm_client.sent import redact_json, sha256_json
+from workbench.models.prices import TokenPrices, catalogue_prices, map_prices
 
 
 def _usage(resp: Any) -> dict[str, int]:
@@ -37,10 +39,20 @@ def _usage(resp: Any) -> dict[str, int]:
     rt = getattr(details, "reasoning_tokens", None) if details is not None else None
     if isinstance(rt, int):
         out["reasoning_tokens"] = rt
+    # prompt tokens read from the provider's prompt cache (OpenAI's prompt_tokens_details.cached_tokens,
+    # where litellm also puts Anthropic's cache_read_input_tokens) and written to it (Anthropic's
+    # cache_creation_input_tokens): both are part of prompt_tokens, priced apart (workbench.models.prices)
     pdet = getattr(u, "prompt_tokens_details", None)
     ct = getattr(pdet, "cached_tokens", None) if pdet is not None else None
+    if not isinstance(ct, int):
+        ct = getattr(u, "cache_read_input_tokens", None)
     if isinstance(ct, int):
         out["cached_tokens"] = ct
+    wt = getattr(u, "cache_creation_input_tokens", None)
+    if not isinstance(wt, int) or not wt:
+        wt = getattr(pdet, "cache_creation_tokens", None) if pdet is not None else None
+    if isinstance(wt, int) and wt:
+        out["cache_write_tokens"] = wt
     return out
 
 
@@ -67,7 +79,8 @@ def _reasoning(message: Any) -> str | None:
     return "\n\n".join(texts) if texts else None
 
 
-_LEDGER_ATTEMPT_KEYS = ("n", "request_id", "status", "error", "duration_s", "wait_s", "local", "cancelled")
+_LEDGER_ATTEMPT_KEYS = ("n", "request_id", "status", "error", "duration_s", "wait_s", "local", "cancelled",
+                        "rpm_wait_s", "tpm_wait_s")
 
 
 def _ledger_attempts(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -84,7 +97,10 @@ class LiteLLMClient:
                  cache_dir: str | Path | None = None, timeout_s: float | None = None,
                  max_attempts: int | None = None, api_base: str | None = None,
                  backoff_base_s: float | None = None,
-                 sleep: Callable[[float], Awaitable[Any]] | None = None, ledger: BoundLedger | None = None) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] | None = None, ledger: BoundLedger | None = None,
+                 prompt_cache: str | None = None) -> None:
+        """``prompt_cache``: auto or off for this client (a study's cell switching caching off),
+        in place of the entry's own setting."""
         self.entry = entry
         self.route = entry.route
         self.name = entry.name or None
@@ -99,7 +115,11 @@ class LiteLLMClient:
         self.rng = random.Random(seed)
         self._sleep = sleep or asyncio.sleep
         get_litellm()  # once per process, here rather than inside the first call's measured latency
-        self.limits = limits_for(self.route, self.api_base, entry.max_connections, entry.rpm)
+        self.limits = limits_for(self.route, self.api_base, entry.max_connections, entry.rpm, entry.tpm)
+        self.prompt_cache = pcache.check_mode(prompt_cache if prompt_cache is not None else entry.prompt_cache)
+        self._breakpoints = self.prompt_cache == "auto" and pcache.needs_breakpoints(self.route)
+        self._token_prices: TokenPrices | None | bool = False  # looked up on first use (see _prices)
+        self._own_prices: TokenPrices | None = None  # the catalogue's, cache prices resolved (see _cost)
         self._supported_cache: set[str] | None | bool = False
         self.lean = lean.lean_eligible(entry, self.api_base)
         self._redacted: dict[tuple[str, tuple[str, ...]], str] = {}
@@ -150,27 +170,24 @@ class LiteLLMClient:
         if self.cache_dir is not None:
             ReplyCache(self.cache_dir).put(key, reply)
 
-    def _prices(self) -> tuple[float, float] | None:
-        """Per-token (input, output) USD: litellm's map for the route, else the catalogue's."""
-        litellm = get_litellm()
-        for name in (self.route, self.route.split("/", 1)[1]):
-            info = litellm.model_cost.get(name)
-            if info and info.get("input_cost_per_token") is not None and info.get("output_cost_per_token") is not None:
-                return float(info["input_cost_per_token"]), float(info["output_cost_per_token"])
-        if self.entry.priced():
-            return self.entry.input_usd_per_mtok / 1e6, self.entry.output_usd_per_mtok / 1e6  # type: ignore[operator]
-        return None
+    def _prices(self) -> TokenPrices | None:
+        """Per-token USD: litellm's map for the route, else the catalogue's; cache prices from the
+        catalogue, else litellm's map, else the input price (see workbench.models.prices)."""
+        if self._token_prices is False:
+            cost_map = get_litellm().model_cost
+            self._token_prices = map_prices(self.entry, cost_map) or catalogue_prices(self.entry, cost_map)
+        return self._token_prices  # type: ignore[return-value]
 
     def estimate_cost(self, messages: list[dict[str, Any]], sent: dict[str, Any]) -> float | None:
         """An upper bound of a call's cost: prompt bytes (a byte-level BPE never makes more tokens than
-        bytes) plus overhead at the input price, plus the output cap at the output price."""
+        bytes) plus overhead at the dearest prompt price (a cache write may cost more than fresh
+        input), plus the output cap at the output price."""
         prices = self._prices()
         if prices is None:
             return None
-        p_in, p_out = prices
         prompt = sum(len(str(m.get("content", "")).encode("utf-8")) + 8 for m in messages) + 16
         cap = sent.get("max_tokens") or sent.get("max_completion_tokens") or 4096
-        return prompt * p_in + int(cap) * p_out
+        return prompt * prices.prompt_bound + int(cap) * prices.output
 
     def _cost(self, resp: Any, usage: dict[str, int]) -> tuple[float | None, str | None]:
         hidden = getattr(resp, "_hidden_params", None) or {}
@@ -178,10 +195,19 @@ class LiteLLMClient:
         if cost is not None:
             return float(cost), "litellm"
         if self.entry.priced() and usage:
-            c = (usage.get("prompt_tokens", 0) * self.entry.input_usd_per_mtok  # type: ignore[operator]
-                 + usage.get("completion_tokens", 0) * self.entry.output_usd_per_mtok) / 1e6  # type: ignore[operator]
-            return c, "catalogue"
+            if self._own_prices is None:
+                self._own_prices = catalogue_prices(self.entry, get_litellm().model_cost)
+            if self._own_prices is not None:
+                return self._own_prices.cost(usage), "catalogue"
         return None, None
+
+    def _tpm_counted(self, usage: dict[str, int]) -> int:
+        """The tokens an attempt counts against the tokens-per-minute limit, from its usage:
+        prompt and output; Anthropic does not count prompt tokens read from its cache."""
+        prompt = usage.get("prompt_tokens", 0)
+        if pcache.needs_breakpoints(self.route):
+            prompt -= usage.get("cached_tokens", 0)
+        return max(0, prompt) + usage.get("completion_tokens", 0)
 
     # -- the call -----------------------------------------------------------------------
     async def complete(self, request: ModelRequest) -> ModelReply:
@@ -203,9 +229,11 @@ class LiteLLMClient:
         if self.ledger is not None:
             state = ("cache hit" if reply.extra.get("cache_hit") else "refused" if reply.error and
                      reply.error.startswith(BUDGET_ERROR) else "failed" if reply.error else "answered")
-            self.ledger.record({"route": self.route, "state": state, "call_id": trace["call_id"],
-                                "attempts": _ledger_attempts(reply.attempts), "cost_usd": reply.cost_usd,
-                                "error": reply.error})
+            line = {"route": self.route, "state": state, "call_id": trace["call_id"],
+                    "attempts": _ledger_attempts(reply.attempts), "cost_usd": reply.cost_usd, "error": reply.error}
+            if reply.usage and state == "answered":  # cached prompt tokens included: what the cost rests on
+                line["usage"] = reply.usage
+            self.ledger.record(line)
         return reply
 
     async def _finish_detached(self, http: asyncio.Future[Any], trace: dict[str, Any]) -> None:
@@ -226,6 +254,8 @@ class LiteLLMClient:
         att["duration_s"] = round(time.monotonic() - trace["a0"], 6)
         att["cancelled"] = True
         usage = _usage(resp) if resp is not None else {}
+        if usage and trace.get("tpm_slot") is not None:
+            trace["tpm_slot"].settle(self._tpm_counted(usage))
         cost = self._cost(resp, usage)[0] if resp is not None else 0.0
         if error is not None:
             att.update(status=classify(error)[1], error=classify(error)[0])
@@ -275,6 +305,9 @@ class LiteLLMClient:
             "params_dropped_why": dict(why), "param_changes": list(changes), "cache_hit": False,
         }
         messages = [dict(m) for m in request.messages]
+        replayed = pcache.reasoning_blocks_sent(messages)
+        if replayed:
+            extra["reasoning_blocks_replayed"] = replayed
 
         def reply(**kw: Any) -> ModelReply:
             kw.setdefault("latency_s", round(time.monotonic() - t0, 6))
@@ -295,6 +328,9 @@ class LiteLLMClient:
                 extra.update(cache_hit=True, cache_key=ckey,
                              cached={"cost_usd": rec.get("cost_usd"), "attempts": len(rec.get("attempts") or []),
                                      "latency_s": rec.get("latency_s"), "extra": rec.get("extra")})
+                for name in pcache.REASONING_FIELDS:  # the agent's next turn replays them as they came
+                    if (rec.get("extra") or {}).get(name):
+                        extra[name] = rec["extra"][name]
                 return reply(text=rec.get("text") or "", latency_s=float(rec.get("latency_s") or 0.0),
                              model_returned=rec.get("model_returned"), reasoning=rec.get("reasoning"),
                              usage=dict(rec.get("usage") or {}), cost_usd=0.0, attempts=[],
@@ -314,6 +350,18 @@ class LiteLLMClient:
                                    f"{self.budget.remaining:.6f} of {self.budget.limit_usd:.6f} USD remain",
                              latency_s=0.0)
 
+        # prompt cache -----------------------------------------------------------------
+        wire = messages  # what goes to litellm: the request, with cache breakpoints where the provider needs them
+        if self._breakpoints:
+            wire, marked = pcache.breakpoints(messages)
+            extra["prompt_cache"] = {"mode": "auto", "breakpoints": marked if marked is not None
+                                     else "the request's own"}
+        elif self.prompt_cache == "off" and pcache.needs_breakpoints(self.route):
+            extra["prompt_cache"] = {"mode": "off", "breakpoints": []}
+        else:  # nothing to send: the provider caches long prefixes on its own (or not at all)
+            extra["prompt_cache"] = {"mode": self.prompt_cache, "breakpoints": None}
+        tpm_tokens = estimate_tokens(messages, sent) if self.limits.tpm else 0
+
         # attempts ---------------------------------------------------------------------
         litellm = get_litellm()
         attempts: list[dict[str, Any]] = trace["attempts"]
@@ -326,6 +374,8 @@ class LiteLLMClient:
                 sem = self.limits.semaphore()
                 async with sem:
                     waited_rpm = await self.limits.rpm_slot(self._sleep)
+                    waited_tpm, tpm_slot = (await self.limits.tpm_slot(tpm_tokens, self._sleep) if self.limits.tpm
+                                            else (0.0, None))
                     a0 = time.monotonic()
                     queue_s += a0 - q0
                     att: dict[str, Any] = {"n": n, "start_s": round(a0 - t0, 6), "request_id": uuid.uuid4().hex}
@@ -334,7 +384,12 @@ class LiteLLMClient:
                         att["queued_s"] = round(a0 - q0, 6)
                     if waited_rpm:
                         att["rpm_wait_s"] = round(waited_rpm, 6)
-                    kwargs: dict[str, Any] = dict(model=self.route, messages=messages, timeout=self.timeout_s,
+                    if tpm_slot is not None:
+                        trace["tpm_slot"] = tpm_slot
+                        att["tpm_tokens_estimated"] = tpm_tokens
+                        if waited_tpm:
+                            att["tpm_wait_s"] = round(waited_tpm, 6)
+                    kwargs: dict[str, Any] = dict(model=self.route, messages=wire, timeout=self.timeout_s,
                                                   num_retries=0, max_retries=0, drop_params=False, **sent)
                     # sent as the client request id, so our records and a provider's logs can be matched
                     kwargs["extra_headers"] = {"X-Client-Request-Id": att["request_id"]}
@@ -357,8 +412,8 @@ class LiteLLMClient:
                     trace["in_request"] = True
                     # shielded: a call cancelled mid-request lets its request finish in the background
                     # (see complete), so what the provider saw and what it cost are still recorded
-                    if self.lean and kwargs.get("api_key") and lean.sendable(messages, sent):  # same request, less CPU
-                        call = lean.acompletion(model=self.route, messages=messages, api_base=kwargs["api_base"],
+                    if self.lean and kwargs.get("api_key") and lean.sendable(wire, sent):  # same request, less CPU
+                        call = lean.acompletion(model=self.route, messages=wire, api_base=kwargs["api_base"],
                                                 api_key=kwargs["api_key"], timeout=self.timeout_s, params=sent,
                                                 request_id=att["request_id"])
                     else:
@@ -443,6 +498,11 @@ class LiteLLMClient:
 
         message = resp.choices[0].message
         usage = _usage(resp)
+        slot = trace.get("tpm_slot")
+        if slot is not None and usage:
+            counted = self._tpm_counted(usage)
+            slot.settle(counted)
+            attempts[-1]["tpm_tokens_counted"] = counted
         cost, cost_source = self._cost(resp, usage)
         hidden = getattr(resp, "_hidden_params", None) or {}
         extra.update(cost_source=cost_source, finish_reason=getattr(resp.choices[0], "finish_reason", None),
@@ -452,10 +512,12 @@ class LiteLLMClient:
             self.budget.settle(reservation, cost)
             extra["budget"]["charged_usd"] = cost
         # a server may reflect a key into its reply: model text is data, but no key value is ever recorded
-        as_sent = [message.content or "", _reasoning(message), _tool_calls(message)]
-        text, reasoning, tools = redact_json(as_sent, known)
-        if [text, reasoning, tools] != as_sent:
+        blocks = pcache.reasoning_of(message)
+        as_sent = [message.content or "", _reasoning(message), _tool_calls(message), blocks]
+        text, reasoning, tools, kept = redact_json(as_sent, known)
+        if [text, reasoning, tools, kept] != as_sent:
             extra["redacted"] = "a key's value in the reply was replaced by [REDACTED]"
+        extra.update(kept)  # thinking blocks (signed), reasoning items: the agent's own next turns replay them
         out = reply(text=text, model_returned=getattr(resp, "model", None), reasoning=reasoning, usage=usage,
                     cost_usd=cost, attempts=attempts, tool_calls=tools)
         if ckey is not None:

@@ -8,8 +8,9 @@ CPU per call, not the network, bounds an HTTP study, so for the routes where lit
 does nothing but pass the request through, the request goes out here.
 
 Only where the two paths are provably the same request (:func:`lean_eligible`): an
-``openai/`` route with an explicit ``api_base`` (a local or self-hosted OpenAI-compatible
-server) whose model litellm neither knows (not in its cost map) nor transforms (its chat
+``openai/`` route (not ``openai/responses/...``, which litellm sends to the Responses
+API) with an explicit ``api_base`` (a local or self-hosted OpenAI-compatible server)
+whose model litellm neither knows (not in its cost map) nor transforms (its chat
 config for the model is ``OpenAIUnknownModelConfig``: parameters pass through as given),
 and a request whose messages are text turns only and whose parameters are among
 :data:`LEAN_PARAMS` (:func:`sendable`; litellm rewrites tool turns and drops some
@@ -52,6 +53,8 @@ _SDK: list[Any] = []  # one openai client, used only to build status errors exac
 def lean_eligible(entry: ModelEntry, api_base: str | None) -> bool:
     """Whether litellm would send this route's requests through unchanged (see the module docstring)."""
     if entry.transport == "litellm" or not api_base or not entry.route.startswith("openai/"):
+        return False
+    if entry.route.startswith("openai/responses/"):  # litellm speaks the Responses API (POST /responses) there
         return False
     if "@" in api_base.split("//", 1)[-1].split("/", 1)[0]:  # credentials in the URL: litellm's client sends them
         return False
@@ -204,9 +207,15 @@ def _cost(returned: Any, usage: dict[str, Any] | None) -> float | None:
     if returned not in litellm.model_cost and f"openai/{returned}" not in litellm.model_cost:
         return None
     try:
+        kw: dict[str, Any] = {}
+        if isinstance(usage.get("prompt_tokens_details"), dict) or isinstance(usage.get("completion_tokens_details"),
+                                                                              dict):
+            from litellm.types.utils import Usage  # noqa: PLC0415 - imported by now
+
+            kw["usage_object"] = Usage(**usage)  # as litellm prices it: cached prompt tokens at the cache price
         p, c = litellm.cost_per_token(model=returned, custom_llm_provider="openai",
                                       prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                                      completion_tokens=int(usage.get("completion_tokens") or 0))
+                                      completion_tokens=int(usage.get("completion_tokens") or 0), **kw)
         return float(p) + float(c)
     except Exception:  # noqa: BLE001 - litellm could not price it either
         return None

@@ -1,4 +1,5 @@
-"""Connection and requests-per-minute limits shared by every client of one route + api_base in the process."""
+"""Connection, requests-per-minute and tokens-per-minute limits shared by every client of one route + api_base
+in the process."""
 from __future__ import annotations
 
 import asyncio
@@ -11,16 +12,26 @@ from typing import Any
 
 
 class ModelLimits:
-    """A connection limit and a sliding-window requests-per-minute limit.
+    """A connection limit and sliding-window limits of requests and tokens per minute.
 
     The semaphore is made per event loop (an asyncio primitive belongs to one
-    loop, and each ``asyncio.run`` makes a new loop); the rpm window is shared
-    across loops and threads."""
+    loop, and each ``asyncio.run`` makes a new loop); the windows are shared
+    across loops and threads.
 
-    def __init__(self, max_connections: int, rpm: int | None, window_s: float = 60.0) -> None:
+    Tokens per minute (what most providers enforce first for long prompts): an attempt
+    takes a slot for the tokens it is estimated to use before it is sent (its prompt and
+    its output cap, see :func:`estimate_tokens`) and waits while the window holds too many;
+    when its usage comes back the slot is corrected to the tokens the provider counted
+    (:meth:`TokenSlot.settle`). An attempt larger than the whole limit is let through
+    when the window is empty, or it could never run."""
+
+    def __init__(self, max_connections: int, rpm: int | None, window_s: float = 60.0, tpm: int | None = None) -> None:
         self.max_connections = max_connections
         self.rpm = rpm
+        self.tpm = tpm
         self.window_s = window_s
+        self._tokens: deque[TokenSlot] = deque()
+        self._tokens_used = 0
         self._sems: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = \
             weakref.WeakKeyDictionary()
         self._starts: deque[float] = deque()
@@ -55,6 +66,33 @@ class ModelLimits:
             await sleep(wait)
             waited += wait
 
+    async def tpm_slot(self, tokens: int, sleep: Callable[[float], Awaitable[Any]]) -> tuple[float, TokenSlot | None]:
+        """Wait until ``tokens`` fit in the tokens-per-minute window; (seconds waited, the slot taken)."""
+        if not self.tpm:
+            return 0.0, None
+        waited = 0.0
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                while self._tokens and self._tokens[0].t <= now - self.window_s:
+                    self._tokens_used -= self._tokens.popleft().tokens
+                if not self._tokens or self._tokens_used + tokens <= self.tpm:
+                    slot = TokenSlot(self, now, tokens)
+                    self._tokens.append(slot)
+                    self._tokens_used += tokens
+                    return waited, slot
+                # the earliest moment enough of the window has expired for these tokens to fit (for
+                # more tokens than the whole limit: the moment the window is empty)
+                excess, wait = self._tokens_used + tokens - self.tpm, self._tokens[-1].t + self.window_s - now
+                for s in self._tokens:
+                    excess -= s.tokens
+                    if excess <= 0:
+                        wait = s.t + self.window_s - now
+                        break
+            wait = max(wait, 0.001)
+            await sleep(wait)
+            waited += wait
+
     def enter(self) -> None:
         with self._lock:
             self.in_flight += 1
@@ -65,17 +103,50 @@ class ModelLimits:
             self.in_flight -= 1
 
 
+class TokenSlot:
+    """One attempt's share of the tokens-per-minute window."""
+
+    __slots__ = ("limits", "t", "tokens")
+
+    def __init__(self, limits: ModelLimits, t: float, tokens: int) -> None:
+        self.limits, self.t, self.tokens = limits, t, tokens
+
+    def settle(self, tokens: int) -> None:
+        """The tokens the provider counted, in place of the estimate (once the usage is known)."""
+        with self.limits._lock:
+            if self in self.limits._tokens:  # still in the window
+                self.limits._tokens_used += tokens - self.tokens
+            self.tokens = tokens
+
+
+def estimate_tokens(messages: list[dict[str, Any]], params: dict[str, Any]) -> int:
+    """An attempt's tokens before it is sent: its prompt (about 4 characters a token, as
+    :func:`workbench.models.base.approx_tokens`: no tokenizer here) and its output cap."""
+    chars = 0
+    for m in messages:
+        content = m.get("content")
+        chars += len(content) if isinstance(content, str) else len(str(content or ""))
+        if m.get("tool_calls"):
+            chars += len(str(m["tool_calls"]))
+        chars += 16  # role and message framing
+    if params.get("tools"):
+        chars += len(str(params["tools"]))
+    cap = params.get("max_tokens") or params.get("max_completion_tokens") or 0
+    return (chars + 3) // 4 + int(cap)
+
+
 _LIMITS: dict[tuple[str, str | None], ModelLimits] = {}
 _LIMITS_LOCK = threading.Lock()
 
 
-def limits_for(route: str, api_base: str | None, max_connections: int, rpm: int | None) -> ModelLimits:
+def limits_for(route: str, api_base: str | None, max_connections: int, rpm: int | None,
+               tpm: int | None = None) -> ModelLimits:
     """The process-wide limits of route+api_base; the first client to ask sets them."""
     key = (route, (api_base or "").rstrip("/") or None)
     with _LIMITS_LOCK:
         lim = _LIMITS.get(key)
         if lim is None:
-            lim = ModelLimits(max_connections, rpm)
+            lim = ModelLimits(max_connections, rpm, tpm=tpm)
             _LIMITS[key] = lim
         return lim
 

@@ -185,7 +185,10 @@ def calls_from_reply(reply: ModelReply, call_prefix: str = "text") -> list[ToolC
 
 def assistant_message(reply: ModelReply, calls: list[ToolCall], replay_reasoning: bool = False) -> dict[str, Any]:
     """The agent's own turn as it stays in its context (OpenAI format); with ``replay_reasoning``
-    the reasoning the provider returned stays with it as ``reasoning_content``."""
+    the reasoning the provider returned stays with it as ``reasoning_content``, and its native
+    blocks as they came (Anthropic's signed ``thinking_blocks``, OpenAI's ``reasoning_items``,
+    kept in the reply's extra under those names): providers expect them back unchanged, or lose
+    the reasoning (and may refuse the request)."""
     if reply.tool_calls:
         out: dict[str, Any] = {"role": "assistant", "content": reply.text or None,
                                "tool_calls": [{"id": c.id, "type": "function",
@@ -195,6 +198,11 @@ def assistant_message(reply: ModelReply, calls: list[ToolCall], replay_reasoning
         out = {"role": "assistant", "content": reply.text or ""}
     if replay_reasoning and reply.reasoning:
         out["reasoning_content"] = reply.reasoning
+    if replay_reasoning:
+        for name in ("thinking_blocks", "reasoning_items"):
+            blocks = (reply.extra or {}).get(name)
+            if blocks:
+                out[name] = [dict(b) for b in blocks]
     return out
 
 
