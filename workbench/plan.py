@@ -11,7 +11,11 @@ rests on is printed beside it: a twin's tokens and rates are simulated behaviour
 guess to check, never a measurement. A twin emits no reasoning tokens: where the
 model it stands in for reasons, the cell carries a warning with what each 1000
 reasoning tokens a call would add to its cost. Costs use the catalogue's prices; a
-route without one says so.
+route without one says so. Where the figures' usage reports prompt tokens read from or
+written to a provider's prompt cache (a run set of real calls: ``--from``), those are
+priced at the cache prices (:mod:`workbench.models.prices`) and the cost's note says
+so; twins report none, so a rehearsal prices every input token at the input price
+(an upper figure where the provider caches prompts), and its note says that too.
 
 Power is that of the test the analysis reports (:mod:`workbench.metrics.contrasts`):
 world i of cell A paired with world i of cell B, the pairs valid in both, statsmodels'
@@ -270,6 +274,23 @@ def call_price(route: str) -> tuple[float, float] | None:
     return float(entry.input_usd_per_mtok or 0.0), float(entry.output_usd_per_mtok or 0.0)
 
 
+def cache_price(route: str) -> tuple[float, float, str] | None:
+    """(read, write) US dollars per million cached prompt tokens of a catalogue route and where
+    they came from: the catalogue's, else litellm's cost map, else the input price."""
+    from workbench.models.prices import cache_prices
+
+    entry = catalogue_entry(route)
+    if entry is None or not entry.priced():
+        return None
+    cost_map = None
+    if entry.cache_read_usd_per_mtok is None or entry.cache_write_usd_per_mtok is None:
+        from workbench.models.litellm_client.loader import get_litellm
+
+        cost_map = get_litellm().model_cost  # imported only for a run set with cached tokens to price
+    read, write, source = cache_prices(entry, float(entry.input_usd_per_mtok or 0.0) / 1e6, cost_map)
+    return read * 1e6, write * 1e6, source
+
+
 def reasoning_of(entry: ModelEntry, requested: str | None) -> tuple[bool | None, str]:
     """Whether calls to ``entry`` reason, given the effort a cell requests (None: none), and in
     words why: the effort sent is the cell's, else the entry's default, replaced by the entry's
@@ -371,7 +392,7 @@ def _per_cell_figures(records: Any, cell_of: Mapping[str, str], units: Any) -> d
     for w in records.worlds:
         cid = world_cell[w["world_id"]]
         if cid is not None:
-            out.setdefault(cid, {"worlds": 0, "routes": {}, "efforts": {}})["worlds"] += 1
+            out.setdefault(cid, {"worlds": 0, "routes": {}, "efforts": {}, "cache": {}})["worlds"] += 1
     for wid, steps in records.steps.items():
         cid = world_cell.get(wid)
         if cid is None:
@@ -386,6 +407,10 @@ def _per_cell_figures(records: Any, cell_of: Mapping[str, str], units: Any) -> d
             r[0] += 1
             r[1] += int(usage.get("prompt_tokens") or 0)
             r[2] += int(usage.get("completion_tokens") or 0)
+            if usage.get("cached_tokens") or usage.get("cache_write_tokens"):  # of prompt_tokens: priced apart
+                c = out[cid]["cache"].setdefault(route, [0, 0])
+                c[0] += int(usage.get("cached_tokens") or 0)
+                c[1] += int(usage.get("cache_write_tokens") or 0)
             effort = (reply.get("params_requested") or {}).get("reasoning_effort")
             out[cid]["efforts"].setdefault(route, set()).add(None if effort is None else str(effort))
     frame = units.frame
@@ -535,6 +560,7 @@ def _cost(fig: Mapping[str, Any], worlds: int, swap: Mapping[str, str],
     total = 0.0
     unpriced: list[str] = []
     free: list[str] = []
+    cached_notes: list[str] = []
     for route, (calls, tin, tout) in fig["routes"].items():
         real = priced_route(route, swap)
         if real is None:
@@ -545,11 +571,26 @@ def _cost(fig: Mapping[str, Any], worlds: int, swap: Mapping[str, str],
             unpriced.append(real)
             continue
         out_tokens = output_tokens_per_call * calls if output_tokens_per_call is not None else tout
-        total += (tin * price[0] + out_tokens * price[1]) / 1e6 * worlds / fig["worlds"]
+        read, written = (fig.get("cache") or {}).get(route, (0, 0))
+        cprice = cache_price(real) if read or written else None
+        if cprice is not None:  # the usage says which prompt tokens the provider's cache served or stored
+            fresh = max(0, tin - read - written)
+            input_usd = fresh * price[0] + read * cprice[0] + written * cprice[1]
+            share = read / tin if tin else 0.0
+            cached_notes.append(f"{real}: {share:.0%} of input tokens read from the provider's prompt cache, priced "
+                                f"at {cprice[0]:g} (written: {cprice[1]:g}) USD per million ({cprice[2]})")
+        else:
+            input_usd = tin * price[0]
+        total += (input_usd + out_tokens * price[1]) / 1e6 * worlds / fig["worlds"]
     if unpriced:
         return None, f"no price in the catalogue for {', '.join(sorted(set(unpriced)))}"
     priced = sorted({r for r in (priced_route(x, swap) for x in fig["routes"]) if r})
     note = f"catalogue prices of {', '.join(priced)}" if priced else "no real model"
+    if cached_notes:
+        note += "; " + "; ".join(cached_notes)
+    elif priced:
+        note += ("; no cached-token figures: every input token at the input price (an upper figure where the "
+                 "provider caches prompts)")
     if free:
         note += f"; {', '.join(sorted(free))} simulated: $0"
     return total, note
