@@ -16,10 +16,12 @@ import yaml
 
 from tests.conftest import ROOT, study_dict
 from workbench.cli import main
+from workbench.export.inspect_log import HEADLINE, file_task
 
 pytest.importorskip("inspect_ai", reason="the [inspect] extra (make installs it)")
 from inspect_ai.analysis import evals_df, samples_df  # noqa: E402
-from inspect_ai.log import read_eval_log, resolve_sample_attachments  # noqa: E402
+from inspect_ai.event import timeline_build  # noqa: E402
+from inspect_ai.log import list_eval_logs, read_eval_log, resolve_sample_attachments  # noqa: E402
 
 SECRET = "sk-test-never-in-an-export-7f3a9c"
 
@@ -56,16 +58,24 @@ def _export(run: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> list[Pa
 
 
 def _check_round_trip(run: Path, files: list[Path], headline: str) -> list[Any]:
-    """Inspect's reader loads every file; per cell one log, per world one sample whose scores
-    equal the record's metrics; each scorer's mean equals the records' mean."""
+    """Inspect's reader loads every file; per cell one log named for the cell (its label as task
+    name), per world one sample whose scores equal the record's metrics, the kind's headline
+    metric the first score; each scorer's mean equals the records' mean."""
     worlds = _worlds(run)
     cells = {w["cell_id"] for w in worlds.values()}
     assert len(files) == len(cells)
     logs = [read_eval_log(str(f)) for f in files]
     assert {log.eval.metadata["cell_id"] for log in logs} == cells
+    labels = {w["cell_id"]: w["cell_label"] for w in worlds.values()}
+    assert len(set(labels.values())) == len(cells)  # the fixtures' cells have distinct labels
+    assert sorted(log.eval.task for log in logs) == sorted(labels.values())  # a task per cell, by label
+    listed = {Path(i.name).name: i.task for i in list_eval_logs(str(files[0].parent))}
     for log, f in zip(logs, files):
+        assert log.eval.task == log.eval.task_display_name == labels[log.eval.metadata["cell_id"]]
         # Inspect's file naming, {created}_{task}_{task id}, which its listing parses
-        assert f.name.split("_")[1:] == [log.eval.task, f"{log.eval.task_id}.eval"]
+        assert f.name.split("_")[1:] == [file_task(log.eval.task), f"{log.eval.task_id}.eval"]
+        assert listed[f.name] == file_task(log.eval.task)
+        assert log.eval.metadata["headline_metric"] == headline
         mine = {wid: w for wid, w in worlds.items() if w["cell_id"] == log.eval.metadata["cell_id"]}
         assert log.status == "success" and log.results is not None
         assert log.results.total_samples == len(mine) == len(log.samples or [])
@@ -98,10 +108,10 @@ def test_stigmergy_export_reads_back_with_inspects_reader(stig_run: Path, tmp_pa
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)  # present in the environment while exporting
     files = _export(stig_run, tmp_path / "logs", capsys)
-    logs = _check_round_trip(stig_run, files, "joint_success")
+    logs = _check_round_trip(stig_run, files, "cross_agent_access")
     worlds, steps = _worlds(stig_run), _steps(stig_run)
     for log in logs:
-        assert log.eval.task == "stig" and log.eval.model in {"sim/diligent", "sim/clause-follower"}
+        assert log.eval.model in {"sim/diligent", "sim/clause-follower"} and log.eval.dataset.name == "stig"
         assert log.eval.task_args["condition"] in {"store", "no-store"}
         for s in log.samples or []:
             s = resolve_sample_attachments(s)
@@ -110,25 +120,36 @@ def test_stigmergy_export_reads_back_with_inspects_reader(stig_run: Path, tmp_pa
             assert len(models) == len(st)  # one ModelEvent per recorded call
             # every input rebuilt from the records hashes to what the step recorded as sent
             assert all((e.metadata or {}).get("input") == "verified" for e in models)
-            # agent spans never overlap, and each call sits in a span named for its agent
-            opened: list[str] = []
-            names = {}
-            for e in s.events:
-                if e.event == "span_begin":
-                    assert not opened
-                    opened.append(e.id)
-                    names[e.id] = e.name
-                elif e.event == "span_end":
-                    assert opened == [e.id]
-                    opened.pop()
-            assert [names[e.span_id] for e in models] == [x["agent"] for x in sorted(st, key=lambda x: x["seq"])]
+            # one span per agent, inside the solvers span; each call sits in its agent's span
+            begins = [e for e in s.events if e.event == "span_begin"]
+            (solvers,) = [e for e in begins if e.name == "solvers"]
+            agent_spans = {e.name: e for e in begins if e.type == "agent"}
+            assert sorted(agent_spans) == sorted(a["agent"] for a in w["agents"]) and len(begins) == 1 + len(agent_spans)
+            assert all(e.parent_id == solvers.id for e in agent_spans.values())
+            assert sorted(e.id for e in s.events if e.event == "span_end") == sorted(e.id for e in begins)
+            by_id = {e.id: e.name for e in begins}
+            assert [by_id[e.span_id] for e in models] == [x["agent"] for x in sorted(st, key=lambda x: x["seq"])]
             ops = [e for e in s.events if e.event == "info" and e.source == "operation"]
             assert [e.data["result"] for e in ops] == [x["result"] for x in sorted(st, key=lambda x: x["seq"])]
-            # each agent's messages: its system prompt, every prompt and reply, tagged with the agent
+            # each agent's own message list: its calls' inputs hold its system prompt and no other
+            # agent's; the sample's list (one for all agents) holds no system prompt for Inspect's
+            # viewer to fold into one row
+            assert not [m for m in s.messages if m.role == "system"]
             for a in w["agents"]:
+                calls = [e for e in models if e.span_id == agent_spans[a["agent"]].id]
+                first = calls[0].input
+                assert first[0].role == "system" and first[0].content == a["system_prompt"]
+                assert [m.role for m in first].count("system") == 1
+                assert all({(m.metadata or {}).get("agent") for m in e.input} == {a["agent"]} for e in calls)
                 mine = [m for m in s.messages if (m.metadata or {}).get("agent") == a["agent"]]
-                assert mine[0].role == "system" and mine[0].content == a["system_prompt"]
                 assert sum(1 for m in mine if m.role == "assistant") == sum(1 for x in st if x["agent"] == a["agent"])
+            # Inspect's own timeline reads the same: one agent per agent, each with only its own calls
+            timeline = timeline_build(list(s.events))
+            agents = {c.name: c for c in timeline.root.content if getattr(c, "span_type", None) == "agent"}
+            assert sorted(agents) == sorted(a["agent"] for a in w["agents"])
+            for name, node in agents.items():
+                own = [c.event for c in node.content if getattr(c, "event", None) is not None and c.event.event == "model"]
+                assert len(own) == sum(1 for x in st if x["agent"] == name)
             tokens = sum(x["reply"]["usage"]["prompt_tokens"] + x["reply"]["usage"]["completion_tokens"] for x in st)
             assert sum(u.total_tokens for u in s.model_usage.values()) == tokens
             final = {e["key"]: e["value"] for e in w["store_log"]}
@@ -323,7 +344,8 @@ def test_inspect_viewer_opens_an_exported_run(stig_run: Path, tmp_path: Path, ca
             page.goto(site.url)
             page.get_by_text("sim/clause-follower").first.wait_for(timeout=120_000)
             page.get_by_text("sim/diligent").first.wait_for(timeout=60_000)
-            page.get_by_text("stig", exact=True).nth(len(files) - 1).wait_for(timeout=60_000)
+            for f in files:  # each log listed under its cell's label
+                page.get_by_text(_label_of(f), exact=True).first.wait_for(timeout=60_000)
             page.screenshot(path=str(shots / "inspect-view-list.png"))
             page.goto(f"{site.url}#/logs/{next(f.name for f in files if world.split('-')[0] in _cell_of(f))}"
                       f"/samples/sample/{world}/1/")
@@ -339,3 +361,29 @@ def test_inspect_viewer_opens_an_exported_run(stig_run: Path, tmp_path: Path, ca
 
 def _cell_of(f: Path) -> str:
     return str(read_eval_log(str(f), header_only=True).eval.metadata["cell_id"])
+
+
+def _label_of(f: Path) -> str:
+    return str(read_eval_log(str(f), header_only=True).eval.metadata["cell_label"])
+
+
+# -- the headline score is the report's headline metric ------------------------------------------
+def test_each_kinds_headline_score_is_its_reports_headline_metric(stig_run: Path, recall_run: Path,
+                                                                   collusion_run: Path) -> None:
+    """The report contrasts each kind on ``contrast_units(...).metric``; the export's first score
+    (Inspect's headline) is that metric per world: by name where the units are worlds, and for
+    recall, whose units are recalls, the world's share of correct recalls (its ``accuracy``)."""
+    from workbench.kinds import get_kind
+    from workbench.records import load_run
+
+    for run in (stig_run, recall_run, collusion_run):
+        records = load_run(run)
+        kind = str(records.worlds[0]["world_kind"])
+        units = get_kind(kind).contrast_units(records)
+        if units.unit == "recalls":
+            share = units.frame.groupby("world_id")[units.metric].mean()
+            assert units.metric == "correct" and HEADLINE[kind] == "accuracy"
+            assert {w["world_id"]: w["metrics"]["accuracy"] for w in records.worlds} == pytest.approx(share.to_dict())
+        else:
+            assert HEADLINE[kind] == units.metric
+            assert all(isinstance(w["metrics"][units.metric], bool) for w in records.worlds)

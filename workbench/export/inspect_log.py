@@ -5,21 +5,35 @@ API (``inspect_ai.log.write_eval_log``, the ``[inspect]`` extra), one ``.eval``
 file per cell, so that ``inspect view``, ``inspect view bundle`` and
 ``inspect_ai.analysis.samples_df`` / ``evals_df`` read our runs. Each log:
 
-- ``eval``: the study as task, the cell's label as display name, the cell's spec
-  as task arguments, its model route(s), the git revision and package versions
-  of the run's manifest, and ``metadata.simulated`` (true when no agent of the
-  cell was a real model: such a log describes the workbench, never a model);
-- one sample per world (id = world id): every agent's messages (metadata names
-  the agent), in the events an agent span around each run of consecutive
-  steps by one agent (in the order the steps took effect) with a ``ModelEvent`` per
-  recorded call (usage, cost, latency) and what the call did, as
-  ``InfoEvent``s (a parsed store operation and its result) or ``ToolEvent``s
-  (native tool calls and their results); the kind's record lists (retrievals,
-  memory operations, recalls, episodes with their verdicts) as ``InfoEvent``s
-  placed by turn or episode; the rest of the world record as metadata;
+- ``eval``: the cell's label as task name (one task per cell, so that logs, the
+  viewer's list and ``evals_df`` tell cells apart by name; the file name holds it
+  with every character Inspect's file naming cannot take as ``-``), the study as
+  dataset, the cell's spec as task arguments, its model route(s), the git
+  revision and package versions of the run's manifest, and ``metadata.simulated``
+  (true when no agent of the cell was a real model: such a log describes the
+  workbench, never a model);
+- one sample per world (id = world id). Its events: a ``solvers`` span (Inspect's
+  name for the part of a sample where agents act) holding one agent span per
+  agent, in which each recorded call is a ``ModelEvent`` whose input is that
+  agent's own conversation (its system prompt, then the prompts it was sent and
+  the replies it gave: never another agent's) with usage, cost and latency, and
+  what the call did, as ``InfoEvent``s (a parsed store operation and its result)
+  or ``ToolEvent``s (native tool calls and their results). Agents act
+  concurrently, so their spans interleave in the event list; every event names
+  its span, which is how Inspect's reader and viewer build the tree. The kind's
+  record lists (retrievals, memory operations, recalls, episodes with their
+  verdicts) are ``InfoEvent``s of the ``solvers`` span, placed by turn or episode.
+  The sample's ``messages`` hold every agent's conversation, agent after agent,
+  each message naming its agent in metadata, without the system prompts: a
+  sample has one message list, and Inspect's viewer folds every system message
+  of a list into one row (four agents' prompts read as one), so each agent's
+  system prompt is where its calls' inputs are, in its span (as Inspect's own
+  hand-offs drop a sub-agent's system prompt from the conversation they return).
+  The rest of the world record is metadata;
 - scores: every scalar number or boolean of the world record's ``metrics``,
-  one scorer each (the kind's headline first), and per scorer the mean and its
-  standard error over the cell's worlds in ``results``;
+  one scorer each, the kind's headline metric first (Inspect's headline is the
+  first scorer's first metric), and per scorer the mean and its standard error
+  over the cell's worlds in ``results``;
 - ``model_usage`` per sample and per log, by route.
 
 A model call's input is rebuilt from the records (the agent's system prompt,
@@ -49,8 +63,12 @@ from workbench.records import RunRecords, load_run
 from workbench.routes import is_simulated_world
 
 # The metric read first in each kind's results (Inspect's headline is the first scorer's first
-# metric). Names only: this module knows no world kind's code.
-HEADLINE = {"stigmergy": "joint_success", "recall": "accuracy", "collusion": "ever_colluded"}
+# metric): the report's headline, the metric of the kind's contrast_units(...), as a world's score.
+# The shared store and collusion compare worlds (trajectories) on cross_agent_access and
+# ever_colluded, world metrics of those names; recall compares recalls on ``correct``, and a
+# world's share of correct recalls is its ``accuracy``. Names only: this module knows no world
+# kind's code (tests/test_inspect_export.py holds each name to the kind's contrast units).
+HEADLINE = {"stigmergy": "cross_agent_access", "recall": "accuracy", "collusion": "ever_colluded"}
 # Scalars of a world's metrics that identify or flag the world rather than measure it.
 NOT_SCORES = frozenset({"world_id", "cell_id", "seed", "world_index", "rescored", "valid", "failed", "simulated"})
 # Record lists shown as events, placed by the step field they share (order: -1 before the
@@ -113,8 +131,9 @@ def _mean_stderr(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
-def _safe(name: str) -> str:
-    """A task name Inspect can read back from a log's file name (no underscore: its separator)."""
+def file_task(name: str) -> str:
+    """A task name as a log's file name holds it, where Inspect's listing reads it back (no
+    underscore: its separator; no slash or space)."""
     return re.sub(r"[^A-Za-z0-9.-]+", "-", name).strip("-") or "run"
 
 
@@ -197,9 +216,9 @@ class _World:
 
     # events and messages
     def _events(self) -> tuple[list[Any], list[Any], dict[str, Any], tuple[str, str] | None]:
-        """Every step's events in the order of effect, the record's lists placed among them, and
-        one agent span around each run of consecutive steps by the same agent (spans never
-        overlap, so Inspect's transcript nests them as it nests its own sub-agents)."""
+        """Every step's events in the order of effect, the record's lists placed among them; one
+        span per agent (opened at its first call, closed after its last) inside one ``solvers``
+        span, every event naming its span (see the module docstring)."""
         from inspect_ai.event import SpanBeginEvent, SpanEndEvent
 
         history: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -221,37 +240,38 @@ class _World:
             reply = s.get("reply") or {}
             if agent in self.agents and reply.get("text"):
                 last_reply = (str(reply.get("route") or (s.get("request") or {}).get("route") or ""), str(reply["text"]))
-        events: list[Any] = []
-        open_span: tuple[str, str] | None = None  # (agent, span id)
+        items = self._merge(placed)
+        last_item = {who: n for n, (who, _) in enumerate(items) if who is not None}
+        world_id = self.world["world_id"]
+        solvers = _uid("span", world_id, "solvers")
+        events: list[Any] = [SpanBeginEvent(id=solvers, name="solvers", type="solvers", span_id=solvers,
+                                            timestamp=self.start, working_start=0.0, metadata={"world_id": world_id})]
+        spans: dict[str, str] = {}
+        ends: dict[str, datetime] = {}
         when: datetime = self.start
-        runs: defaultdict[str, int] = defaultdict(int)
-
-        def close() -> None:
-            nonlocal open_span
-            if open_span is not None:
-                events.append(SpanEndEvent(id=open_span[1], span_id=None, timestamp=when, working_start=0.0))
-                open_span = None
-
-        for who, evs in self._merge(placed):
-            if who is None:  # a record event: between the agents' spans, at the time of the step before it
-                close()
+        for n, (who, evs) in enumerate(items):
+            if who is None:  # a record event: in the solvers span, at the time of the step before it
                 for ev in evs:
-                    ev.timestamp = when
+                    ev.timestamp, ev.span_id = when, solvers
                 events += evs
                 continue
-            if open_span is None or open_span[0] != who:
-                close()
-                runs[who] += 1
-                open_span = (who, _uid("span", self.world["world_id"], who, runs[who]))
+            if who not in spans:
+                spans[who] = _uid("span", world_id, who)
+                role = (self.agents.get(who) or {}).get("role")
                 events.append(SpanBeginEvent(
-                    id=open_span[1], name=who, type="agent", span_id=None, timestamp=evs[0].timestamp, working_start=0.0,
-                    metadata={"role": (self.agents.get(who) or {}).get("role"), "run_of_steps": runs[who]}))
+                    id=spans[who], parent_id=solvers, name=who, type="scorer" if role == "judge" else "agent",
+                    span_id=spans[who], timestamp=evs[0].timestamp, working_start=0.0,
+                    metadata={"agent": who, "role": role}))
             for ev in evs:
-                ev.span_id = open_span[1]
+                ev.span_id = spans[who]
             when = evs[0].completed or evs[0].timestamp
+            ends[who] = max(ends.get(who, when), when)
             events += evs
-        close()
-        messages = [m for agent in chat for m in chat[agent]]
+            if last_item[who] == n:
+                events.append(SpanEndEvent(id=spans[who], span_id=spans[who], timestamp=ends[who], working_start=0.0))
+        events.append(SpanEndEvent(id=solvers, span_id=solvers, timestamp=max([when, *ends.values()]),
+                                   working_start=0.0))
+        messages = [m for agent in chat for m in chat[agent] if m.role != "system"]
         return events, messages, usage, last_reply
 
     def _merge(self, placed: list[tuple[dict[str, Any], str, list[Any]]]) -> list[tuple[str | None, list[Any]]]:
@@ -429,8 +449,8 @@ def _cell_log(records: RunRecords, cell_id: str, worlds: list[dict[str, Any]]) -
         pass
     spec_ = EvalSpec(
         eval_id=_uid("eval", study, created, cell_id), run_id=_uid("run", study, created),
-        created=start.isoformat(), task=_safe(study), task_id=_uid("task", study, created, cell_id),
-        task_display_name=f"{study} · {label}",
+        created=start.isoformat(), task=label, task_id=_uid("task", study, created, cell_id),
+        task_display_name=label,
         task_description=f"{kind} world, cell {label} ({cell_id}), exported from the workbench run {records.dir.name}",
         task_args=json.loads(json.dumps(spec, ensure_ascii=False, default=str)),
         dataset=EvalDataset(name=study, location=str(records.dir.name), samples=len(worlds),
@@ -441,7 +461,8 @@ def _cell_log(records: RunRecords, cell_id: str, worlds: list[dict[str, Any]]) -
         if git.get("revision") else None,
         packages=versions,
         metadata={"source": "stigmergy-workbench export inspect", "world_kind": kind, "study": study,
-                  "cell_id": cell_id, "cell_label": label, "routes": routes, "simulated": simulated,
+                  "cell_id": cell_id, "cell_label": label, "headline_metric": HEADLINE.get(kind),
+                  "routes": routes, "simulated": simulated,
                   "worlds_failed": failed, "schema_version": m.get("schema_version")},
         tags=[kind, "simulated" if simulated else "real"],
     )
@@ -477,7 +498,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
         log = _cell_log(records, cell_id, worlds)
         stamp = log.eval.created[:19].replace(":", "-")
         # Inspect's own naming, {created}_{task}_{task id}: its listing reads task and id from the name
-        path = out / f"{stamp}+00-00_{log.eval.task}_{log.eval.task_id}.eval"
+        path = out / f"{stamp}+00-00_{file_task(log.eval.task)}_{log.eval.task_id}.eval"
         write_eval_log(log, str(path))
         written.append(path)
     return written
