@@ -22,7 +22,6 @@ bars are off here: cells run in parallel) and the report then shows papermill's
 own bar; ``-v`` logs each cell as it ends (the ``workbench`` logger)."""
 from __future__ import annotations
 
-import atexit
 import json
 import logging
 import os
@@ -158,7 +157,7 @@ class SharedKernel:
             run_sync(self.kc.wait_for_ready)(timeout=60)
             self.kc.allow_stdin = False
             self._silently(_KERNEL_START)
-        except (RuntimeError, NotebookError):
+        except (RuntimeError, TimeoutError, NotebookError):
             self.close()
             raise
 
@@ -240,10 +239,7 @@ def _register_engine() -> None:
                 nb_man, km=kernel.km, timeout=execution_timeout, startup_timeout=start_timeout,
                 kernel_name=kernel_name, log=logger, log_output=log_output)
             client.kc = kernel.kc  # with a client already there nbclient neither starts nor stops one
-            try:
-                return client.execute()
-            finally:
-                atexit.unregister(client._cleanup_kernel)  # registered per notebook; it would keep every notebook
+            return client.execute()
 
     papermill_engines.register(ENGINE, SharedKernelEngine)
 
