@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv bench clean browser sandbox runtime
+.PHONY: demo test lint docs venv bench clean browser sandbox runtime
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,14 @@ demo: $(STAMP) sandbox
 	$(BIN)/workbench report outputs/demo
 	@echo "open outputs/demo/report.html (works offline); records in outputs/demo"
 
-test: $(STAMP) browser sandbox lint
+test: $(STAMP) browser sandbox lint docs
 	$(BIN)/python -m pytest -q
+
+# The documentation site (mkdocs.yml, docs/): built offline, every warning an error (a broken
+# link or anchor, a page missing from the nav, an API page whose module will not load), into
+# outputs/site/ (git-ignored). Seconds; tests/test_docs.py builds it again into a scratch folder.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # The layers (import-linter contracts in pyproject.toml), lint and types: all at zero.
 lint: $(STAMP)
