@@ -419,3 +419,21 @@ def test_a_forged_reasoning_item_is_refused_by_the_fake_as_by_openai(monkeypatch
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-responses-0123456789")
     server, _, first, second = _responses_turns(tamper=True)
     assert not first.error and second.error and "verified" in second.error and server.reasoning_replayed == 0
+
+
+def test_an_anthropic_model_through_openrouter_gets_the_breakpoints_in_openais_block_form(monkeypatch):
+    from workbench.models.litellm_client import LiteLLMClient
+
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-test-0123456789abcdef")
+    server = FakeOpenAI().start()
+    try:
+        entry = ModelEntry(name="or", route="openrouter/anthropic/claude-sonnet-4.5", api_base=server.url,
+                           max_attempts=1, timeout_s=10)
+        replies = conversation(LiteLLMClient(entry, seed=1), 2)
+        body = server.requests[1]["body"]
+    finally:
+        server.stop()
+    assert replies[1].extra["sent"] == body and replies[1].extra["prompt_cache"]["breakpoints"] == [0, 2]
+    marked = [i for i, m in enumerate(body["messages"])
+              if isinstance(m["content"], list) and m["content"][-1].get("cache_control") == EPHEMERAL]
+    assert marked == [0, 2]  # the system prompt and the previous reply, as OpenRouter takes them for Anthropic
