@@ -5,8 +5,8 @@ under. Each kind's report class (``Analysis``, ``RecallReport``,
 from __future__ import annotations
 
 import gc
-import html
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 from workbench.errors import UnknownNameError
 from workbench.records import RunRecords, load_run
 from workbench.routes import is_simulated_route
+from workbench.views.markup import Markup, render
 from workbench.views.palette import Palette
 
 
@@ -135,10 +136,7 @@ class RunReport:
         found = self.damage()
         if not found:
             return ""
-        items = "".join(f"<li>{html.escape(line)}</li>" for line in found[:50])
-        more = f"<li>and {len(found) - 50} more</li>" if len(found) > 50 else ""
-        return (f"<div class='wb-note' style='color:#b00020'><b>{len(found)} damaged record(s)</b>, left out of every "
-                f"table (`workbench run` again reruns a world whose steps are damaged):<ul>{items}{more}</ul></div>")
+        return str(render("report_damage.html", count=len(found), lines=found[:50], more=max(0, len(found) - 50)))
 
     def attrition(self) -> dict[str, int]:
         """Worlds lost, by whose doing: an infrastructure failure (retried on resume)
@@ -151,7 +149,6 @@ class RunReport:
     def what_was_run_html(self) -> str:
         """One paragraph: the cells and worlds, who the agents were, what it cost
         and what was lost."""
-        e = html.escape
         worlds = self.records.worlds
         per_cell: dict[str, int] = {}
         for w in worlds:
@@ -175,7 +172,7 @@ class RunReport:
                 f"{', '.join(routes) or 'none'}; {int(u['calls'])} model calls, "
                 f"{int(u['prompt_tokens'] + u['completion_tokens']):,} tokens "
                 f"({int(u['prompt_tokens']):,} prompt, {int(u['completion_tokens']):,} completion), {spent}; {lost}.")
-        return f"<p class=\"wb-what\">{e(text)}</p>"
+        return str(render("report_paragraph.html", css="wb-what", text=text))
 
     def intro(self, title: str) -> None:
         """The top of every report: the title, the study's own description, what was
@@ -187,7 +184,7 @@ class RunReport:
         display(heading(title, 1))
         description = str(self.records.manifest.get("description") or "").strip()
         if description:
-            display(HTML(f"<p class=\"wb-description\">{html.escape(description)}</p>"))
+            display(HTML(render("report_paragraph.html", css="wb-description", text=description)))
         display(HTML(self.what_was_run_html()))
         if self.simulated or self.uncalibrated:
             display(banner(self.banner_text()))
@@ -222,49 +219,64 @@ class RunReport:
             return
         display(heading(s.heading, 2))
         if s.blurb:
-            display(HTML(f"<p>{html.escape(s.blurb)}</p>"))
+            display(HTML(render("report_paragraph.html", css="wb-blurb", text=s.blurb)))
         s.show(**options)
 
     def show_headline(self, what: str, table: str, figure: Any | None = None, figure_caption: str = "",
                       words: str = "") -> None:
-        """The headline: the study's declared (or derived) matched comparisons in
-        one sentence each, their readable table, and one figure that names the
-        metric and which arm is which."""
+        """The headline in one call: its heading and findings (``words``, HTML), one
+        figure that names the metric and which arm is which, then the readable table
+        (HTML). A notebook that shows these as steps of its own calls
+        :meth:`show_findings`, :meth:`figure` and displays the table itself."""
         from IPython.display import HTML, display
 
-        from workbench.views.readable import show_figure
-
-        display(HTML(f"<h2 id=\"headline\" class=\"wb-headline\">Headline: {html.escape(what)}</h2>{words}"))
+        display(HTML(render("report_headline.html", what=what, words=Markup(words))))
         if figure is not None:
-            show_figure(figure, figure_caption)
+            self.figure(figure, figure_caption)
         display(HTML(table))
 
-    def contrast_words_html(self, t: Any) -> str:
-        """The first contrast of a matched-contrast table (:func:`workbench.metrics.
-        contrasts.contrast_table`) in words, one line per matched pair of cells: both
-        rates, the difference and its interval, and the paired test over the table's
-        unit (worlds, recalls, trajectories)."""
-        import pandas as pd
+    def figure(self, fig: Any, caption: str) -> None:
+        """A figure and the caption under it (a report never shows a figure unexplained)."""
+        from workbench.views.readable import show_figure
 
-        from workbench.metrics.contrasts import DIFF, NO_CORRECTION, P
+        show_figure(fig, caption)
 
-        e = html.escape
-        unit = str(t.attrs.get("unit") or "units")
-        if t.empty:
-            return f"<p><i>No headline contrast: {e(str(t.attrs.get('empty_reason')))}.</i></p>"
-        first = t[t["contrast"] == t["contrast"].iloc[0]]
-        items = []
-        for _, r in first.iterrows():
-            d = r[DIFF]
-            diff = "not estimable" if pd.isna(d) else f"{d:+.0%} [{r['low']:+.0%}, {r['high']:+.0%}]"
-            paired = (f"exact McNemar p = {r[P]:.3g} over {int(r['pairs'])} paired {unit}"
-                      if not pd.isna(r[P]) else f"no paired {unit}")
-            lost = f", {int(r['lost pairs'])} pairs lost to attrition" if r["lost pairs"] else ""
-            items.append(f"<li>{e(str(r['held fixed']))}: {e(str(r['B']))} {e(str(r['B k/n']))} vs "
-                         f"{e(str(r['A']))} {e(str(r['A k/n']))}; difference {e(diff)}; {e(paired)}{e(lost)}</li>")
-        return (f"<p><b>{e(str(first['contrast'].iloc[0]))}</b> ({e(str(t.attrs.get('metric_label') or t.attrs.get('metric')))}, "
-                f"{e(str(first['factor'].iloc[0]))} {e(str(first['B'].iloc[0]))} vs {e(str(first['A'].iloc[0]))}, "
-                f"valid {e(unit)}; {e(NO_CORRECTION)})</p><ul>{''.join(items)}</ul>")
+    def declared_contrasts(self) -> list[dict[str, Any]]:
+        """The contrasts the study declared (its manifest), each a mapping with name and factor."""
+        return [dict(c) for c in self.records.manifest.get("contrasts") or [] if isinstance(c, Mapping)]
+
+    def headline_title(self, t: Any, metric_label: str, declared: Sequence[Mapping[str, Any]] = ()) -> str:
+        """"metric, contrast, contrast, ...": the heading names every contrast, shown or not estimable."""
+        names = list(dict.fromkeys([*(str(c) for c in t["contrast"])] if len(t) else []))
+        names += [str(c.get("name") or c.get("factor")) for c in declared
+                  if str(c.get("name") or c.get("factor")) not in names]
+        return f"{metric_label}, {', '.join(names) or 'no matched contrast'}"
+
+    def show_findings(self, t: Any, metric_label: str | None = None, unit: str | None = None,
+                      declared: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """The headline's heading and what it found, in words (:meth:`contrast_words_html`):
+        the first thing a reader meets after the introduction."""
+        from IPython.display import HTML, display
+
+        label = metric_label or str(t.attrs.get("metric_label") or t.attrs.get("metric") or "rate")
+        shown = self.declared_contrasts() if declared is None else list(declared)
+        words = self.contrast_words_html(t, metric_label=label, unit=unit, declared=shown)
+        display(HTML(render("report_headline.html", what=self.headline_title(t, label, shown), words=Markup(words))))
+
+    def contrast_words_html(self, t: Any, metric_label: str | None = None, unit: str | None = None,
+                            declared: Sequence[Mapping[str, Any]] = ()) -> str:
+        """A matched-contrast table (:func:`workbench.metrics.contrasts.contrast_table`,
+        or one in its shape) in words: a summary of what was found per contrast (which
+        arm is higher, by how much with its interval, p, over how many paired units),
+        then the comparisons that could not be estimated, each with its reason (a
+        ``declared`` contrast no two cells of the run set can answer among them), then
+        every matched pair of cells in a line of its own with both rates."""
+        from workbench.metrics.contrasts import Estimability
+
+        label = metric_label or str(t.attrs.get("metric_label") or t.attrs.get("metric") or "rate")
+        unit = unit or str(t.attrs.get("unit") or "units")
+        rule = Estimability.of(self.records) if "estimable" in t.columns else None
+        return str(render("report_findings.html", **findings_context(t, label, unit, rule, declared)))
 
     def provenance(self, verification: str = "") -> None:
         """The end of every report: where the records came from, and the
@@ -275,8 +287,9 @@ class RunReport:
         from workbench.views.blocks import heading
 
         display(heading("Provenance and preregistration", 2))
-        display(HTML("<p>Records, code and package versions behind every number above; then the lock each run "
-                     "ran under, whether it matched, and every deviation with its reason.</p>"))
+        display(HTML(render("report_paragraph.html", css="wb-blurb",
+                            text="Records, code and package versions behind every number above; then the lock each "
+                                 "run ran under, whether it matched, and every deviation with its reason.")))
         display(HTML(self.provenance_html()))
         display(HTML(self.locks_html() + verification))
 
@@ -311,9 +324,7 @@ class RunReport:
         found = self.damage()
         rows.append(("damaged records", "; ".join(found[:20]) + (f"; and {len(found) - 20} more" if len(found) > 20 else "")
                      if found else "none: every line readable, every world's steps complete"))
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
-                       for k, v in rows)
-        return f"<table>{body}</table>"
+        return str(render("report_provenance.html", rows=rows))
 
     def _cell_name(self, cell_id: str) -> str:
         label = ((self.records.manifest.get("cells") or {}).get(cell_id) or {}).get("label")
@@ -328,25 +339,220 @@ class RunReport:
         """The lock chain each run ran under, whether it matched, every deviation with its
         reason: as recorded (a fresh verification is :func:`workbench.locks.verification_html`)."""
         runs = self.lock_runs()
-        if not runs:
-            return "<p><i>This run set was not run under a preregistration lock.</i></p>"
-        e = html.escape
-        out = ["<table><tr><th>run</th><th>lock</th><th>matched at run time</th><th>deviation</th></tr>"]
-        for r in runs:
-            lk = r["lock"]
-            dev = e(lk.get("deviation") or "")
-            if lk.get("changes_at_run"):
-                dev += "<br><small>" + "<br>".join(e(c) for c in lk["changes_at_run"]) + "</small>"
-            out.append(f"<tr><td>{r.get('run')}</td><td>{e(str(lk.get('lock')))} <code>{e(str(lk.get('lock_sha256'))[:12])}"
-                       f"</code></td><td>{'yes' if lk.get('matched') else '<b>no</b>'}</td><td>{dev}</td></tr>")
-        out.append("</table>")
-        chain = runs[-1]["lock"].get("chain") or []
-        out.append("<p><b>Lock chain</b> (as of the last run)</p><table><tr><th>#</th><th>name</th><th>kind</th>"
-                   "<th>created</th><th>covers</th><th>sha256</th><th>reason</th></tr>")
-        for c in chain:
-            out.append("<tr>" + "".join(f"<td>{e(str(v if v is not None else ''))}</td>" for v in (
-                c["sequence"], c["name"], c["kind"], c["created"], c["params"], c["sha256"][:12], c.get("reason"))) +
-                "</tr>")
-        out.append("</table>")
-        return "".join(out)
+        shown = [{"run": r.get("run"), "lock": str(r["lock"].get("lock")), "sha": str(r["lock"].get("lock_sha256"))[:12],
+                  "matched": bool(r["lock"].get("matched")), "deviation": r["lock"].get("deviation") or "",
+                  "changes": list(r["lock"].get("changes_at_run") or [])} for r in runs]
+        chain = (runs[-1]["lock"].get("chain") or []) if runs else []
+        cells = [[str(v if v is not None else "") for v in (c["sequence"], c["name"], c["kind"], c["created"],
+                                                            c["params"], c["sha256"][:12], c.get("reason"))]
+                 for c in chain]
+        return str(render("report_locks.html", runs=shown, chain=cells))
 
+
+
+# -- the headline in words --------------------------------------------------------------
+HIGHER, LOWER, UNCLEAR, NOT_ESTIMABLE = "higher", "lower", "no clear difference", "not estimable"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One matched pair of cells of a contrast, read: both arms, the difference with
+    its interval, the paired test, and which way it points. A difference counts as
+    one only when its 95 % interval leaves out zero; an interval that holds zero is
+    "no clear difference", never "no difference"."""
+    contrast: str
+    factor: str
+    metric: str
+    a: str
+    b: str
+    held_fixed: str
+    a_kn: str  # "k/n" over valid units
+    b_kn: str
+    a_rate: str  # "k/n · r % [low, high]"
+    b_rate: str
+    diff: float
+    low: float
+    high: float
+    p: float
+    pairs: int
+    lost: int
+    direction: str  # HIGHER, LOWER, UNCLEAR or NOT_ESTIMABLE (B against A)
+    reason: str = ""  # why not estimable
+
+    @property
+    def estimable(self) -> bool:
+        return self.direction != NOT_ESTIMABLE
+
+    @property
+    def difference(self) -> str:
+        from workbench.views.readable import diff_phrase
+
+        return diff_phrase(self.diff, self.low, self.high)
+
+
+def _num(value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _valid_n(kn: Any) -> int | None:
+    try:
+        return int(str(kn).split("/")[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _p_text(p: float) -> str:
+    return f"{p:.3g}"
+
+
+def not_estimable_reason(row: Mapping[str, Any], unit: str, rule: Any = None) -> str:
+    """Why a matched pair of cells gives no usable difference: an arm without a valid
+    unit, else an arm short of the study's estimability rule; and the pairs lost."""
+    valid = {row.get(arm): _valid_n(row.get(f"{arm} k/n")) for arm in ("A", "B")}
+    parts = [f"{level} has no valid {unit}" for level, n in valid.items() if n == 0]
+    if not parts and rule is not None:
+        parts = [f"{level} has {n} valid {unit}, fewer than the {rule.min_valid} the study's estimability rule asks "
+                 "for" for level, n in valid.items() if n is not None and n < rule.min_valid]
+        parts = parts or [f"under {rule.min_valid_share:.0%} of an arm's {unit} are valid (the study's estimability "
+                          "rule)"]
+    parts = parts or ["no difference could be computed"]
+    lost = _num(row.get("lost pairs"))
+    if lost > 0:
+        parts.append(f"{int(lost)} pair(s) lost to attrition")
+    return "; ".join(parts)
+
+
+def contrast_findings(t: Any, unit: str = "units", rule: Any = None, metric: str = "") -> list[Finding]:
+    """Every row of a matched-contrast table as a :class:`Finding`, in the table's order.
+    A row is estimable where its difference is a number and (where the table says)
+    its ``estimable`` column holds; the rest carry their reason."""
+    from workbench.metrics.contrasts import DIFF, P
+    from workbench.views.readable import rate_phrase
+
+    out = []
+    for _, r in t.iterrows() if len(t) else ():
+        d, low, high = _num(r.get(DIFF)), _num(r.get("low")), _num(r.get("high"))
+        ok = not math.isnan(d) and bool(r.get("estimable", True))
+        if not ok:
+            direction = NOT_ESTIMABLE
+        elif not math.isnan(low) and low > 0:
+            direction = HIGHER
+        elif not math.isnan(high) and high < 0:
+            direction = LOWER
+        else:
+            direction = UNCLEAR
+        pairs, lost = _num(r.get("pairs")), _num(r.get("lost pairs"))
+        out.append(Finding(
+            contrast=str(r.get("contrast")), factor=str(r.get("factor") or ""), metric=str(r.get("metric") or metric),
+            a=str(r.get("A")), b=str(r.get("B")), held_fixed=str(r.get("held fixed") or ""),
+            a_kn=str(r.get("A k/n")), b_kn=str(r.get("B k/n")),
+            a_rate=rate_phrase(r.get("A k/n"), r.get("A low"), r.get("A high")),
+            b_rate=rate_phrase(r.get("B k/n"), r.get("B low"), r.get("B high")),
+            diff=d, low=low, high=high, p=_num(r.get(P)), pairs=0 if math.isnan(pairs) else int(pairs),
+            lost=0 if math.isnan(lost) else int(lost), direction=direction,
+            reason="" if ok else not_estimable_reason(r, unit, rule)))
+    return out
+
+
+def finding_line(f: Finding, unit: str) -> str:
+    """One matched pair of cells in words: what it holds fixed, B against A, the difference and the test."""
+    arms = f"{f.b} {f.b_rate} vs {f.a} {f.a_rate}"
+    where = f"{f.held_fixed}: " if f.held_fixed else ""
+    if not f.estimable:
+        return f"{where}{f.b} {f.b_kn} vs {f.a} {f.a_kn} valid {unit}; not estimable: {f.reason}"
+    test = (f"exact McNemar p = {_p_text(f.p)} over {f.pairs} paired {unit}" if not math.isnan(f.p)
+            else f"no paired {unit}")
+    lost = f", {f.lost} pairs lost to attrition" if f.lost else ""
+    return f"{where}{arms}; difference {f.difference}; {test}{lost}"
+
+
+def _spread(group: Sequence[Finding]) -> str:
+    """The differences and p of several pairs in a phrase: one value when they agree, else the range."""
+    diffs = list(dict.fromkeys(f.difference for f in group))
+    ps = [f.p for f in group if not math.isnan(f.p)]
+    if len(diffs) == 1:
+        size = diffs[0] if len(group) == 1 else f"{diffs[0]} in each"
+    else:
+        ordered = sorted(group, key=lambda f: f.diff)
+        size = f"from {ordered[0].difference} to {ordered[-1].difference}"
+    if not ps:
+        return size
+    if len(set(ps)) == 1:
+        return f"{size}, p = {_p_text(ps[0])}" + (" in each" if len(group) > 1 and len(diffs) > 1 else "")
+    return f"{size}, p from {_p_text(min(ps))} to {_p_text(max(ps))}"
+
+
+def contrast_summary(findings: Sequence[Finding], metric_label: str, unit: str) -> str:
+    """One contrast's estimable pairs in a sentence: per level of B, in how many
+    matched pairs of cells it was higher, lower or not clearly different from A
+    (naming the pairs of a minority by what tells them apart), by how much with the
+    95 % interval, with which p, over how many paired units."""
+    shown = [f for f in findings if f.estimable]
+    if not shown:
+        return ""
+    cells = len(shown)
+    paired = sum(f.pairs for f in shown)
+    common = set.intersection(*(set(f.held_fixed.split("; ")) for f in shown))
+
+    def which(f: Finding) -> str:
+        return "; ".join(part for part in f.held_fixed.split("; ") if part not in common)
+
+    parts = []
+    for b in dict.fromkeys(f.b for f in shown):
+        of_b = [f for f in shown if f.b == b]
+        a = of_b[0].a
+        for direction in (HIGHER, LOWER, UNCLEAR):
+            group = [f for f in of_b if f.direction == direction]
+            if not group:
+                continue
+            verb = (f"{direction} with {b} than with {a}" if direction != UNCLEAR
+                    else f"not clearly different between {b} and {a} (the 95 % interval holds 0)")
+            if cells == 1:
+                parts.append(f"{verb}, {_spread(group)}")
+                continue
+            named = " · ".join(filter(None, (which(f) for f in group))) if len(group) < cells and len(group) <= 3 else ""
+            parts.append(f"{verb} in {len(group)} of {cells} matched pairs of cells ({named + ': ' if named else ''}"
+                         f"{_spread(group)})")
+    return f"{metric_label} {'; '.join(parts)}; {paired} paired {unit}" + (" in all." if cells > 1 else ".")
+
+
+def findings_context(t: Any, metric_label: str, unit: str, rule: Any = None,
+                     declared: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """What ``report_findings.html`` shows of a matched-contrast table: the summary per
+    contrast, the not-estimable comparisons with their reasons (and declared contrasts
+    with no matched pair of cells at all), and every pair in words."""
+    from workbench.metrics.contrasts import NO_CORRECTION
+
+    findings = contrast_findings(t, unit, rule, str(t.attrs.get("metric") or ""))
+    names = list(dict.fromkeys(f.contrast for f in findings))
+    summary, not_estimable, details = [], [], []
+    for name in names:
+        group = [f for f in findings if f.contrast == name]
+        text = contrast_summary(group, metric_label, unit)
+        if text:
+            summary.append({"name": name, "text": text})
+        for f in group:
+            if not f.estimable:
+                where = f"{f.held_fixed}: " if f.held_fixed else ""
+                not_estimable.append({"name": name, "text": f"{f.reason} ({where}{f.b} {f.b_kn} vs {f.a} {f.a_kn} "
+                                                            f"valid {unit})"})
+        first = group[0]
+        details.append({"name": name, "head": f"{metric_label}, {first.factor} {first.b} vs {first.a}, valid {unit}; "
+                                              f"{NO_CORRECTION}",
+                        "lines": [finding_line(f, unit) for f in group]})
+    for c in declared:
+        name = str(c.get("name") or c.get("factor"))
+        if name not in names:
+            levels = " vs ".join(str(v) for v in reversed(c.get("levels") or [])) or "its levels"
+            not_estimable.append({"name": name, "text": f"no two cells of this run set differ in {c.get('factor')} "
+                                                         f"({levels}) and nothing else, so there is no pair of cells "
+                                                         "to compare"})
+    lead = (f"{metric_label} over valid {unit}, B against A in each matched pair of cells (a difference counts "
+            f"where its 95 % interval leaves out 0; {NO_CORRECTION}):")
+    empty = str(t.attrs.get("empty_reason") or "no matched contrast") if not findings and not not_estimable else ""
+    return {"summary": summary, "lead": lead, "not_estimable": not_estimable, "details": details,
+            "empty_reason": empty}
