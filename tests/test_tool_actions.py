@@ -393,3 +393,16 @@ def test_prompts_for_the_actions_factor_differ_only_in_the_interface(tmp_path: P
                        "The operations available to you are:", *(f"[system] {t.render(f'ops_tools/{op}')}" for op in ops)}
         for d in diffs:
             assert set(d.only_a) == json_lines and set(d.only_b) == tools_lines, d.unified
+
+
+def test_cell_ids_at_the_default_interface_are_those_recorded_before_it() -> None:
+    """A study recorded before the factor existed keeps its cell ids (and resumes)."""
+    import hashlib
+
+    from workbench.params import cell_hash
+
+    cell = StigmergyCell(model="sim/diligent", condition="private")
+    before = {k: v for k, v in cell.model_dump(mode="json").items()
+              if k not in ("actions", *StigmergyCell.HASH_OMITS_DEFAULT)}
+    assert cell_hash(cell) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:10]
+    assert cell_hash(cell.model_copy(update={"actions": "tools"})) != cell_hash(cell)

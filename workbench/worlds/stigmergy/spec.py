@@ -20,7 +20,9 @@ class AgentOverride(BaseModel):
     """Per-role settings: another model, or a script of fixed replies.
 
     Scripts may use $own_key, $partner_key, $own_value, $answer and $joint_answer,
-    filled from the world's tasks before the replies reach the scripted client."""
+    filled from the world's tasks before the replies reach the scripted client. In a
+    cell with ``actions: tools`` a line ``{"tool_calls": [{"name": ..., "arguments": ...}]}``
+    is replied as native tool calls (workbench.models.scripted); any other line is text."""
 
     model_config = ConfigDict(extra="forbid")
     model: str | None = None
