@@ -99,3 +99,27 @@ def test_a_slot_keeps_its_kernel_until_a_cell_fails(tmp_path, monkeypatch):
     assert "undefined_placeholder" in next(iter(result.failed.values()))
     assert len(started) == 2
     assert len(list((tmp_path / "out" / "notebooks").glob("study-*.ipynb"))) == 3
+
+
+def test_an_unexpected_error_ends_the_batch_and_closes_the_kernel(tmp_path, monkeypatch):
+    """Anything but a failed notebook is a fault of the batch itself: raised, not reported as a
+    cell, and no kernel process is left behind by the slot that met it."""
+    closed = []
+
+    class Broken:
+        def __init__(self, cwd, *, timeout_s):
+            pass
+
+        def execute(self, name, output, parameters):
+            raise OSError("disk full")
+
+        def close(self):
+            closed.append(1)
+
+    spec = study_dict(name="broken", worlds_per_cell=1, cells=[{"model": "sim/diligent"}])
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    monkeypatch.setattr(batch, "SharedKernel", Broken)
+    with pytest.raises(OSError, match="disk full"):
+        batch.run_batch(path, tmp_path / "out", parallel=1, timeout_s=30, report=False)
+    assert closed == [1]

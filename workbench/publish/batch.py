@@ -208,8 +208,11 @@ class SharedKernel:
         return output
 
     def close(self) -> None:
+        """Shut the kernel down (gracefully: its atexit hooks run); again, nothing."""
         from jupyter_core.utils import run_sync
 
+        if self._output.closed:
+            return
         try:
             self.kc.stop_channels()
             if run_sync(self.km.is_alive)():
@@ -263,7 +266,7 @@ def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, tim
     stop = threading.Event()
 
     def one(cell_id: str, kernel: SharedKernel | None) -> SharedKernel | None:
-        """Run one cell; the kernel to use for the next one (None: start one when needed)."""
+        """Run one cell; the slot's kernel after it (started here when the cell needs one)."""
         if finished(study, cell_id, out / BATCH_CELLS / cell_id):
             # every world is recorded under the design the study has now: the run that finds them
             # done is recorded here, without a kernel (the notebook of the run that made them is kept)
@@ -275,7 +278,7 @@ def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, tim
             kernel.execute("study", out / "notebooks" / f"study-{cell_id}.ipynb", {
                 "params": params_path, "out": str(out / BATCH_CELLS / cell_id), "cells": cell_id,
                 "concurrency": 0})
-        except NotebookError:
+        except BaseException:
             kernel.close()  # the next cell gets a new kernel: nothing of a half-run cell carries over
             raise
         return kernel
@@ -291,11 +294,10 @@ def run_batch(params: str | Path, out_dir: str | Path, *, parallel: int = 2, tim
                 try:
                     kernel = one(cell_id, kernel)
                     ended.put((cell_id, None, None))
-                except NotebookError as exc:
+                except NotebookError as exc:  # its kernel is closed
                     kernel = None
                     ended.put((cell_id, str(exc), None))
                 except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
-                    kernel = None
                     ended.put((cell_id, None, exc))
                     return
         finally:
