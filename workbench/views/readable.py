@@ -32,7 +32,7 @@ STYLE = """<style>
 table.wb-table{table-layout:auto;width:auto;max-width:100%;border-collapse:collapse;margin:4px 0 2px 0}
 table.wb-table th,table.wb-table td{padding:3px 8px;vertical-align:top;overflow-wrap:break-word;
   border-bottom:1px solid #e5e5e5;max-width:24em}
-table.wb-table th{text-align:left;font-weight:600;background:#f6f6f6}
+table.wb-table th{text-align:left;font-weight:600;background:#f6f6f6;overflow-wrap:anywhere}
 table.wb-table td.wb-text{text-align:left}
 table.wb-table td.wb-rate{text-align:left;white-space:nowrap;font-variant-numeric:tabular-nums}
 table.wb-table td.wb-num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
@@ -294,7 +294,9 @@ def constant_settings(constant: Mapping[str, Any], defaults: Mapping[str, str] |
     text = "; ".join(f"{k}={v}" for k, v in shown.items())
     left = len(constant) - len(shown)
     if left:
-        text += f"{'; ' if text else ''}{left} more setting{'s' if left > 1 else ''} unset or at {'their' if left > 1 else 'its'} default"
+        plural = left > 1
+        text += (f"; {left} more setting{'s' if plural else ''} unset or at {'their' if plural else 'its'} default"
+                 if text else f"{left} setting{'s' if plural else ''}, unset or at {'their' if plural else 'its'} default")
     return text
 
 
