@@ -542,24 +542,26 @@ class CollusionReport(RunReport):
         return self.readable(self.tables["judge_onsets"], "judge_onsets", "Judge onsets")
 
     # -- the study's story ------------------------------------------------------------------
-    def headline(self) -> None:
-        """The matched contrasts in ever colluded: in words, as a forest plot naming
-        the metric and the arms, and as a readable table."""
+    def headline(self, contrasts: pd.DataFrame | None = None) -> None:
+        """The matched contrasts in ever colluded: what was found in words (every
+        declared contrast; those that cannot be estimated, with their reasons), as a
+        forest plot naming the metric and the arms, and as a readable table.
+        ``contrasts``: a matched-contrast table of the notebook's (by default the study's)."""
         from workbench.views.forest import forest_figure
         from workbench.views.readable import brief_view, readable_html
 
-        t = self.contrasts
-        names = ", ".join(dict.fromkeys(str(c) for c in t["contrast"])) if len(t) else "no matched contrast"
+        t = self.contrasts if contrasts is None else contrasts
+        declared = self.declared_contrasts()
         figure = forest_figure(t, metric_label="ever colluded", colour=self.palette) if len(t) else None
         n = int(t["pairs"].sum()) if len(t) else 0
         self.show_headline(
-            f"ever colluded, {names}",
+            self.headline_title(t, "ever colluded", declared),
             readable_html(brief_view(t), caption=CAPTIONS["contrasts"], title="Matched contrasts", labels=LABELS,
                           keep=("A", "B")),
             figure, f"Each point is one matched pair of cells (label: factor: B vs A · what both hold fixed); "
                     f"difference in the share of trajectories that ever colluded, B − A, with its 95 % Newcombe "
                     f"interval; {n} paired trajectories in all; no multiple-comparison correction.",
-            self.contrast_words_html(t))
+            self.contrast_words_html(t, metric_label="ever colluded", unit="trajectories", declared=declared))
 
     def sections(self) -> dict[str, Section]:
         from IPython.display import display

@@ -418,19 +418,24 @@ class RecallReport(RunReport):
                          empty_reason="no model setting ran the reference condition beside another")
         return out
 
-    def headline(self) -> None:
+    def headline(self, contrasts: pd.DataFrame | None = None) -> None:
+        """Each condition against the reference: what was found in words (which
+        condition recalls better, by how much, p, over how many paired recalls; the
+        comparisons that cannot be estimated, with their reasons), the forest plot and
+        the table. ``contrasts``: a table in the shape of :meth:`contrasts` (a notebook's)."""
         from workbench.views.forest import forest_figure
 
-        t = self.contrasts()
+        t = self.contrasts() if contrasts is None else contrasts
         names = ", ".join(dict.fromkeys(t["contrast"])) if len(t) else "no condition beside its reference"
         figure = forest_figure(t, metric_label="recall accuracy", colour=self.palette) if len(t) else None
+        words = self.contrast_words_html(t, metric_label="recall accuracy", unit="recalls")
         self.show_headline(
             f"recall accuracy, {names}",
             readable_html(t, caption=CAPTIONS["headline"], title="Each condition against the reference",
                           labels=LABELS, keep=("A", "B"), constant=self.shared_settings),
             figure, "Each point: one condition (B) against the reference condition (A) for one model setting, "
                     "over all recalls of valid worlds (every failure mode together); difference in accuracy with "
-                    "its 95 % Newcombe interval; no multiple-comparison correction.")
+                    "its 95 % Newcombe interval; no multiple-comparison correction.", words)
 
     def sections(self) -> dict[str, Section]:
         from IPython.display import display
