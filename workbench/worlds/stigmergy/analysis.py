@@ -1,5 +1,8 @@
-"""Everything analysis.ipynb shows, as methods: the notebook only calls them.
-Reads records (and tables computed from them); never runs a world."""
+"""The shared-store report's parts for analysis.ipynb: its sections by name, and
+what the notebook's visible steps (frames and tables of :mod:`workbench.analysis`)
+are shown with: the headline's findings in words, the report's captions and
+definitions, the arms' colours. Reads records (and tables computed from them);
+never runs a world."""
 from __future__ import annotations
 
 import html
@@ -15,6 +18,7 @@ from workbench.views.readable import show_figure
 from workbench.views.run_report import RunReport, Section
 from workbench.worlds.stigmergy.export import cell_tables
 from workbench.worlds.stigmergy.frames import agent_frame, world_frame
+from workbench.worlds.stigmergy.labels import LABELS
 
 
 def _note(text: str) -> Any:
@@ -40,20 +44,6 @@ TABLE_METRICS: dict[str, tuple[str, ...]] = {
     "pairs": ("pair", "joint_success", "informative_read", "cross_agent_read", "pair_write"),
 }
 
-
-# how a reader sees a metric's name (its code stays in exports and definitions)
-LABELS: dict[str, str] = {
-    "cross_agent_access": "cross-agent access", "strict_cross_agent_access": "strict cross-agent access",
-    "informative_read": "informative read", "joint_success": "joint success", "pair_write": "pair wrote",
-    "cross_agent_read": "cross-agent readers", "had_cross_agent_read": "had a cross-agent read",
-    "first_look": "first look", "second_look": "second look", "seeded_read": "seeded read",
-    "worlds:k/n": "exposed worlds then read", "agents:k/n": "exposed agents then read",
-    "median_steps_to_read": "median steps exposure → read", "max_steps_to_read": "max steps exposure → read",
-    "mention": "readers mentioning another party", "mention_before_exposure": "… before any exposure",
-    "monitored_readers": "monitored readers", "monitor_flag_on_read": "monitor flagged a read",
-    "monitor": "monitor flag on read", "cell_label": "cell", "answer_rule": "answer rule",
-    "held fixed": "held fixed (same in A and B)", "p (exact McNemar)": "p (exact McNemar)",
-}
 
 # each table's one-line caption: what a row is and over which worlds
 CAPTIONS: dict[str, str] = {
@@ -152,26 +142,61 @@ class Analysis(RunReport):
         return not self.tables[name].empty
 
     # -- the study's story ----------------------------------------------------------
-    def headline_html(self) -> str:
-        """The first contrast's rows in words (see :meth:`RunReport.contrast_words_html`)."""
-        t = self.tables["contrasts"]
+    def metric_label(self, t: pd.DataFrame) -> str:
+        """The display name of a table's metric (labels.LABELS), never its code."""
         metric = str(t.attrs.get("metric"))
-        t.attrs["metric_label"] = LABELS.get(metric, metric)  # the metric's name, not its code
-        return self.contrast_words_html(t)
+        return str(LABELS.get(metric, metric))
+
+    def headline_html(self) -> str:
+        """The headline's findings in words: a summary per declared contrast, the
+        comparisons that cannot be estimated with their reasons, every matched pair
+        (see :meth:`RunReport.contrast_words_html`)."""
+        t = self.tables["contrasts"]
+        return self.contrast_words_html(t, metric_label=self.metric_label(t), unit="worlds",
+                                        declared=self.declared_contrasts())
+
+    def findings(self, t: pd.DataFrame | None = None) -> None:
+        """The headline's heading and its findings in words, for the contrast table
+        ``t`` (by default the study's, as exported; a notebook passes its own)."""
+        t = self.tables["contrasts"] if t is None else t
+        self.show_findings(t, self.metric_label(t), "worlds")
+
+    def forest_caption(self, t: pd.DataFrame) -> str:
+        metric = self.metric_label(t)
+        n = int(t["pairs"].sum()) if len(t) else 0
+        return (f"Each point is one matched pair of cells (label: factor: B vs A · what both hold fixed); difference "
+                f"in {metric} rate B − A over valid worlds with its 95 % Newcombe interval; {n} paired worlds in all; "
+                "no multiple-comparison correction.")
+
+    def table_of(self, frame: pd.DataFrame, name: str) -> Any:
+        """A table the notebook computed, shown as the report's table ``name`` is (its
+        caption and definitions); per cell it keeps the report's title, and a table that
+        pools cells keeps its own, which says so."""
+        from IPython.display import HTML
+
+        shown = frame.copy()
+        shown.attrs = dict(frame.attrs)
+        caption = CAPTIONS.get(name, "")
+        if name in self.tables:
+            shown.attrs["rules"] = self.tables[name].attrs.get("rules") or frame.attrs.get("rules")
+            if not frame.attrs.get("pooled"):
+                shown.attrs["title"] = self.tables[name].attrs.get("title") or frame.attrs.get("title")
+        if frame.attrs.get("pooled"):
+            caption = (f"One row per group of {frame.attrs.get('unit') or 'worlds'} ({', '.join(frame.attrs['by'])}), "
+                       f"pooling cells that differ in {', '.join(frame.attrs['pooled'])}; each rate is k/n over the "
+                       "group's valid worlds with its 95 % Wilson interval (all worlds, when invalid ones exist).")
+        return HTML(table_html(shown, self.definitions(name), caption))
 
     def headline(self) -> None:
         """The matched contrasts: in words, as a forest plot with named arms, and as
         a table (the columns a reader needs; the full table is exported)."""
+        from IPython.display import display
+
         t = self.tables["contrasts"]
-        metric = LABELS.get(str(t.attrs.get("metric")), str(t.attrs.get("metric")))
-        names = ", ".join(dict.fromkeys(str(c) for c in t["contrast"])) if len(t) else "no matched contrast"
-        figure = None if t.empty else self.contrasts_figure()
-        n = int(t["pairs"].sum()) if len(t) else 0
-        self.show_headline(
-            f"{metric}, {names}", self.table("contrasts").data, figure,
-            f"Each point is one matched pair of cells (label: factor: B vs A · what both hold fixed); difference "
-            f"in {metric} rate B − A over valid worlds with its 95 % Newcombe interval; {n} paired worlds in all; "
-            "no multiple-comparison correction.", self.headline_html())
+        self.findings(t)
+        if not t.empty:
+            self.figure(self.contrasts_figure(t), self.forest_caption(t))
+        display(self.table_of(t, "contrasts"))
 
     def sections(self) -> dict[str, Section]:
         from IPython.display import HTML, display
@@ -317,10 +342,10 @@ class Analysis(RunReport):
             return _note("No world in this run set had an exposure (no list showed another agent's entry).")
         return exposure_then_read_figure(self.wf, self.af, self.design)
 
-    def contrasts_figure(self) -> Any:
+    def contrasts_figure(self, t: pd.DataFrame | None = None) -> Any:
         from workbench.views import forest_figure
 
-        t = self.tables["contrasts"]
+        t = self.tables["contrasts"] if t is None else t
         if t.empty:
             return _note(f"No matched contrast: {t.attrs.get('empty_reason')}.")
         metric = str(t.attrs.get("metric"))
