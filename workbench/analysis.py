@@ -330,9 +330,12 @@ def label(run: RunSet, metric: str) -> str:
         from workbench.worlds.stigmergy.labels import label as stigmergy_label
 
         return stigmergy_label(metric)
-    if run.kind.name == "recall" and metric == "correct":
-        return "recall accuracy"
-    return metric.replace("_", " ")
+    return OTHER_LABELS.get((run.kind.name, metric), metric.replace("_", " "))
+
+
+# the recall and collusion reports' names for their headline metrics (the shared store's are in its labels module)
+OTHER_LABELS = {("recall", "correct"): "recall accuracy", ("collusion", "ever_colluded"): "ever colluded",
+                ("collusion", "ever_colluded_strict"): "ever colluded (strict)"}
 
 
 # -- figures -------------------------------------------------------------------------------
