@@ -9,10 +9,12 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from workbench.routes import is_simulated_label
+from workbench.views.markup import NO_MATH
 from workbench.views.notes import caption_note
 
 RATE_COLUMNS = {"metric", "k", "n", "k/n", "rate", "low", "high", "all"}
 SIM_TAG = " [simulated]"
+NO_MATH_CLASS = 'class="' + NO_MATH + '"'  # pandas writes the table; MathJax skips it as every block
 
 
 def _pct(x: float) -> str:
@@ -51,6 +53,7 @@ def rate_styler(table: pd.DataFrame, keys: Iterable[str] | None = None, caption:
               .bar(subset=["rate"], vmin=0.0, vmax=1.0, color="#9ecae1", height=70)
               .apply(shade, axis=1)
               .hide(axis="index")
+              .set_table_attributes(NO_MATH_CLASS)
               .set_table_styles([{"selector": "th", "props": "text-align:left;padding:2px 8px"},
                                  {"selector": "td", "props": "padding:2px 8px"}]))
     cap = caption if caption is not None else "k/n over valid worlds; 95% Wilson intervals"

@@ -2,13 +2,12 @@
 the factors that vary, the factors that never vary named in the caption."""
 from __future__ import annotations
 
-import html
-
 import pandas as pd
 from pandas.io.formats.style import Styler
 
 from workbench.metrics.design import Design
 from workbench.metrics.rates import rate_table
+from workbench.views.markup import escape
 from workbench.views.styled import rate_styler
 
 
@@ -24,8 +23,9 @@ def per_cell_table(wf: pd.DataFrame, design: Design, metric: str = "cross_agent_
         table.insert(1, "model", table["cell_id"].map(routes))
     keys = ["cell_label", *(["model"] if "model" in table else []), *(f for f in design.varying if f != "model")]
     same = constant_text(table)
-    caption = (f"{html.escape(metric)}: k/n over valid worlds, 95% Wilson intervals; 'all worlds' counts invalid "
-               "worlds too; one row per cell" + (f"; every row has {html.escape(same)}" if same else ""))
+    # pandas puts a Styler's caption into its page as it is: the text is escaped here
+    caption = str(escape(f"{metric}: k/n over valid worlds, 95% Wilson intervals; 'all worlds' counts invalid "
+                         "worlds too; one row per cell" + (f"; every row has {same}" if same else "")))
     return rate_styler(table, keys=keys, caption=caption)
 
 
