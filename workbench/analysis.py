@@ -170,13 +170,16 @@ def frames(run: RunSet) -> dict[str, str]:
 def frame(run: RunSet, name: str = "unit") -> pd.DataFrame:
     """A tidy frame of the run set (see :func:`frames`): one row per unit, rows in the
     study's cell order, every factor of the design a column (``attrs``: ``unit``,
-    ``factors``, ``varying``). A copy: filter or add columns freely."""
+    ``factors``, ``varying``, and ``labels``: the report's name of each yes/no outcome). A copy:
+    filter or add columns freely."""
     builders = _builders(run)
     if name not in builders:
         raise UnknownNameError(f"frame {name!r}: this {run.kind.name} run set has {', '.join(builders)}")
     if name not in run._frames:
         unit, build = builders[name]
-        run._frames[name] = _tidy(build(run.records), run.design, unit)
+        tidy = _tidy(build(run.records), run.design, unit)
+        tidy.attrs["labels"] = {c: label(run, c) for c in tidy.columns if tidy[c].dtype == bool}
+        run._frames[name] = tidy
     out = run._frames[name].copy()
     out.attrs = dict(run._frames[name].attrs)
     return out
@@ -245,7 +248,7 @@ def rates(frame: pd.DataFrame, metrics: str | Sequence[str], by: str | Sequence[
         for col in ("k", "n", "k/n", "rate", "low", "high", "all"):
             out[f"{m}:{col}"] = t[col].tolist()
     pooled = _pooled(frame, by)
-    names = ", ".join(m.replace("_", " ") for m in metrics)
+    names = ", ".join((frame.attrs.get("labels") or {}).get(m) or m.replace("_", " ") for m in metrics)
     title = f"{names} by {', '.join(by)}: k/n over valid {unit} (and over all {unit})"
     if pooled:
         title = f"MARGINAL over {', '.join(pooled)}: {title} (pools cells that differ in those factors)"
