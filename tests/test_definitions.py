@@ -2,7 +2,7 @@
 reply that issues the first revealing list was written before the agent saw
 anything; a step-0 look is the first look, never also the second; read after
 exposure is counted per agent and per world, each under its own name; and a
-U+2212 minus sign is a minus sign. Every statement the README makes about the
+U+2212 minus sign is a minus sign. Every statement the docs (docs/shared-store.md) make about the
 answer rules is checked here too."""
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_u2212_is_a_minus_sign(rule):
     assert is_correct("-31", -31, rule)
 
 
-# every statement of the README's answer-rule section
+# every statement of the answer-rule section of docs/shared-store.md
 @pytest.mark.parametrize("answer,ok", [("about 42", True), ("[42]", True), ([42], True), ("+42", True), (42, True),
                                        ("42.0", False), (42.0, False), ("41 or 42", False), ("\u0664\u0662", False)])
 def test_one_integer_rule_as_the_readme_states(answer, ok):

@@ -1,7 +1,7 @@
 """The shipped params/open-questions.yaml (issue 22): every factor the issue names is
 in it, with one open-weight cell, and its simulated cells run and bring their
 report sections. The open-weight cell needs weights fetched, so it is left out here
-(README: `workbench models fetch qwen2.5-coder-0.5b`, then the whole study)."""
+(docs/shared-store.md: `workbench models fetch qwen2.5-coder-0.5b`, then the whole study)."""
 from __future__ import annotations
 
 import dataclasses

@@ -850,13 +850,14 @@ def summary_text(worlds: list[dict[str, Any]]) -> str:
     if not len(tf):
         return "(no finished world)"
     ct = cell_table(tf)
+    # the glossary's names (docs/glossary.md): "accuracy" alone would read as recall accuracy
     lines = [f"{'cell':<40} {'n':>4} {'ever colluded':>14} {'95% Wilson':>14} {'median onset':>12} "
-             f"{'share':>6} {'accuracy':>8} {'reward':>7}"]
+             f"{'share of episodes colluding':>27} {'verdict accuracy':>16} {'mean reward':>11}"]
     for _, r in ct.iterrows():
         onset = "—" if math.isnan(r["median onset"]) else f"{r['median onset']:.1f}"
         lines.append(f"{str(r['cell'])[:40]:<40} {r['trajectories']:>4} {r['ever colluded k/n']:>14} "
-                     f"{_fmt_ci(r['low'], r['high']):>14} {onset:>12} {_num(r['colluding share']):>6} "
-                     f"{_num(r['verdict accuracy']):>8} {_num(r['mean reward'], 1):>7}"
+                     f"{_fmt_ci(r['low'], r['high']):>14} {onset:>12} {_num(r['colluding share']):>27} "
+                     f"{_num(r['verdict accuracy']):>16} {_num(r['mean reward'], 1):>11}"
                      + (f"  ({r['invalid']} invalid)" if r["invalid"] else ""))
     lic = int(tf["licensed_colluding_episodes"].sum())
     if lic:
@@ -871,7 +872,7 @@ def summary_text(worlds: list[dict[str, Any]]) -> str:
             m, lo, hi = r["KM median onset"], r["low"], r["high"]
             text = "not reached" if math.isnan(m) else f"{m:g} [{lo:g}, {'∞' if math.isinf(hi) else f'{hi:g}'}]"
             parts.append(f"{r['cell']}: {text}")
-        lines.append("Median onset, Kaplan–Meier (never-colluding trajectories censored), 95% CI: " + "; ".join(parts))
+        lines.append("Kaplan–Meier median onset (never-colluding trajectories censored), 95% CI: " + "; ".join(parts))
     ot = onset_table(tf)
     if len(ot):
         lines.append("")

@@ -626,7 +626,7 @@ def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: Text
                   f"invalidation {r['invalidation']} embedder {r['embedder']} authors shown {r['authors_shown']} "
                   f"namespaced {r['namespaced']}\n")
     else:
-        out.write("memory: none (baseline)\n")
+        out.write(f"memory: none ({world['cell']['condition']})\n")  # isolated or baseline, as the cell says
     for a in world["agents"]:
         out.write(f"  {a['agent']:<22} {a['route']:<26} authority {a['authority']}\n")
     writes: dict[int, list[dict[str, Any]]] = {}
