@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ("bench_grid.py", "bench_litellm.py", "bench_report.py", "bench_analysis.py", "bench_local.py")
+BENCHMARKS = ("bench_grid.py", "bench_litellm.py", "bench_report.py", "bench_analysis.py", "bench_local.py",
+              "bench_batch.py")
 
 
 def results(output: str) -> list[dict[str, str]]:
