@@ -31,7 +31,7 @@ def smoke_run(tmp_path_factory):
 def test_run_writes_records_and_prints_simulated_summary(smoke_run):
     out, stdout = smoke_run
     assert "run 1 complete: 24 worlds finished" in stdout
-    assert "SIMULATED" in stdout and "coordinated" in stdout
+    assert "SIMULATED" in stdout and "cross-agent access" in stdout
     records = load_run(out)
     assert len(records.worlds) == 24
     assert {w["cell"]["condition"] for w in records.worlds} == {

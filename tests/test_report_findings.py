@@ -142,3 +142,20 @@ def test_the_terminal_summary_uses_the_reports_names():
     for metric in ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write"):
         assert LABELS[metric] in header, (metric, header)
     assert "coordinated" not in header and " joint " not in f" {header} ".replace("joint success", "")
+
+
+def test_an_interval_that_leaves_out_zero_is_no_finding_when_the_paired_test_does_not_reject():
+    """Small samples: Newcombe's interval can leave out 0 while the exact paired McNemar
+    test (what the report tests with) does not reject; the words then say no clear difference."""
+    import pandas as pd
+
+    from workbench.metrics.contrasts import DIFF, P
+    from workbench.views.run_report import HIGHER, UNCLEAR, contrast_findings
+
+    row = {"contrast": "c", "factor": "condition", "A": "naive", "B": "lightweight", "held fixed": "",
+           "A k/n": "1/9", "B k/n": "6/9", DIFF: 0.56, "low": 0.10, "high": 0.78, P: 0.0625, "pairs": 9,
+           "lost pairs": 0, "estimable": True}
+    (f,) = contrast_findings(pd.DataFrame([row]))
+    assert f.direction == UNCLEAR
+    (g,) = contrast_findings(pd.DataFrame([{**row, P: 0.03}]))
+    assert g.direction == HIGHER

@@ -352,14 +352,17 @@ class RunReport:
 
 # -- the headline in words --------------------------------------------------------------
 HIGHER, LOWER, UNCLEAR, NOT_ESTIMABLE = "higher", "lower", "no clear difference", "not estimable"
+ALPHA = 0.05  # a difference is called one where its 95 % interval leaves out 0 and the exact paired test rejects
 
 
 @dataclass(frozen=True)
 class Finding:
     """One matched pair of cells of a contrast, read: both arms, the difference with
     its interval, the paired test, and which way it points. A difference counts as
-    one only when its 95 % interval leaves out zero; an interval that holds zero is
-    "no clear difference", never "no difference"."""
+    one only when its 95 % interval leaves out zero and the exact paired test the
+    analysis reports rejects (the two can disagree on small samples: an interval of
+    [+10, +78] pp with p = 0.0625 is not called a difference); otherwise it is "no
+    clear difference", never "no difference"."""
     contrast: str
     factor: str
     metric: str
@@ -437,11 +440,13 @@ def contrast_findings(t: Any, unit: str = "units", rule: Any = None, metric: str
     for _, r in t.iterrows() if len(t) else ():
         d, low, high = _num(r.get(DIFF)), _num(r.get("low")), _num(r.get("high"))
         ok = not math.isnan(d) and bool(r.get("estimable", True))
+        p = _num(r.get(P))
+        rejects = not math.isnan(p) and p <= ALPHA  # the paired test the analysis reports agrees
         if not ok:
             direction = NOT_ESTIMABLE
-        elif not math.isnan(low) and low > 0:
+        elif not math.isnan(low) and low > 0 and rejects:
             direction = HIGHER
-        elif not math.isnan(high) and high < 0:
+        elif not math.isnan(high) and high < 0 and rejects:
             direction = LOWER
         else:
             direction = UNCLEAR
@@ -452,7 +457,7 @@ def contrast_findings(t: Any, unit: str = "units", rule: Any = None, metric: str
             a_kn=str(r.get("A k/n")), b_kn=str(r.get("B k/n")),
             a_rate=rate_phrase(r.get("A k/n"), r.get("A low"), r.get("A high")),
             b_rate=rate_phrase(r.get("B k/n"), r.get("B low"), r.get("B high")),
-            diff=d, low=low, high=high, p=_num(r.get(P)), pairs=0 if math.isnan(pairs) else int(pairs),
+            diff=d, low=low, high=high, p=p, pairs=0 if math.isnan(pairs) else int(pairs),
             lost=0 if math.isnan(lost) else int(lost), direction=direction,
             reason="" if ok else not_estimable_reason(r, unit, rule)))
     return out
@@ -510,7 +515,8 @@ def contrast_summary(findings: Sequence[Finding], metric_label: str, unit: str) 
             if not group:
                 continue
             verb = (f"{direction} with {b} than with {a}" if direction != UNCLEAR
-                    else f"not clearly different between {b} and {a} (the 95 % interval holds 0)")
+                    else f"not clearly different between {b} and {a} (the 95 % interval holds 0, or the exact "
+                         f"paired test does not reject at p ≤ {ALPHA})")
             if cells == 1:
                 parts.append(f"{verb}, {_spread(group)}")
                 continue
@@ -552,7 +558,8 @@ def findings_context(t: Any, metric_label: str, unit: str, rule: Any = None,
                                                          f"({levels}) and nothing else, so there is no pair of cells "
                                                          "to compare"})
     lead = (f"{metric_label} over valid {unit}, B against A in each matched pair of cells (a difference counts "
-            f"where its 95 % interval leaves out 0; {NO_CORRECTION}):")
+            f"where its 95 % Newcombe interval leaves out 0 and the exact paired McNemar test rejects at "
+            f"p ≤ {ALPHA}; {NO_CORRECTION}):")
     empty = str(t.attrs.get("empty_reason") or "no matched contrast") if not findings and not not_estimable else ""
     return {"summary": summary, "lead": lead, "not_estimable": not_estimable, "details": details,
             "empty_reason": empty}
