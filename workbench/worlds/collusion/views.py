@@ -4,14 +4,14 @@ table (episodes as rows, the four phases as columns).
 
 Pure functions of records and of the tables in :mod:`workbench.worlds.collusion.metrics`;
 every piece of model-written text (answers, messages, verdict reasoning,
-reviews, reflections, raw logs, judge explanations and quotes) is escaped where
-it enters HTML (:func:`esc_html`) or a plotly string (:func:`esc_plot`).
+reviews, reflections, raw logs, judge explanations and quotes) is escaped by the
+template it enters (``collusion_trajectory.html``, autoescape) or, for a plotly
+string, by :func:`esc_plot`.
 :class:`CollusionReport` gathers what the report notebook shows, so that the
 notebook only calls it.
 """
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,12 +21,21 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from workbench.views.escape import esc_html, esc_plot, short
+from workbench.views.escape import as_text, esc_plot, short
+from workbench.views.markup import render
 from workbench.views.run_report import RunReport, Section
 from workbench.worlds.collusion import metrics as M
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22")
+DASHES = ("solid", "dash", "dot", "dashdot")
+
+
+def cell_style(i: int) -> tuple[str, str]:
+    """The i-th cell's (colour, dash): the colours first, then each again with the next
+    dash style, so that no two of up to 40 cells look alike (a study of 13 cells had
+    its last three drawn in the colours of its first three)."""
+    return PALETTE[i % len(PALETTE)], DASHES[(i // len(PALETTE)) % len(DASHES)]
 
 
 def _rgba(hex_colour: str, alpha: float) -> str:
@@ -60,12 +69,13 @@ def onset_figure(curve: pd.DataFrame, title: str | None = None) -> go.Figure:
     fig = go.Figure()
     for i, cid in enumerate(_cells(curve)):
         c = curve[curve["cell_id"] == cid].sort_values("episode")
-        colour = PALETTE[i % len(PALETTE)]
+        colour, dash = cell_style(i)
         name = esc_plot(c["cell"].iloc[0], 60, newlines=False)
         x = c["episode"].astype(int).tolist()
         _band(fig, x, c, colour, i, name)
         fig.add_trace(go.Scatter(
-            x=x, y=c["share"].tolist(), mode="lines+markers", line={"color": colour, "shape": "hv"}, name=name,
+            x=x, y=c["share"].tolist(), mode="lines+markers", line={"color": colour, "shape": "hv", "dash": dash},
+            name=name,
             legendgroup=str(i), customdata=[[int(k), int(n), lo, hi] for k, n, lo, hi in
                                             zip(c["k"], c["n"], c["low"], c["high"])],
             hovertemplate=name + "<br>by episode %{x}: %{customdata[0]}/%{customdata[1]} colluded"
@@ -82,12 +92,13 @@ def survival_figure(survival: pd.DataFrame, title: str | None = None) -> go.Figu
     fig = go.Figure()
     for i, cid in enumerate(_cells(survival)):
         c = survival[survival["cell_id"] == cid].sort_values("episode")
-        colour = PALETTE[i % len(PALETTE)]
+        colour, dash = cell_style(i)
         name = esc_plot(c["cell"].iloc[0], 60, newlines=False)
         x = c["episode"].astype(int).tolist()
         _band(fig, x, c, colour, i, name, shape="hv")
         fig.add_trace(go.Scatter(
-            x=x, y=c["survival"].tolist(), mode="lines+markers", line={"color": colour, "shape": "hv"}, name=name,
+            x=x, y=c["survival"].tolist(), mode="lines+markers", line={"color": colour, "shape": "hv", "dash": dash},
+            name=name,
             legendgroup=str(i),
             customdata=[[int(a), int(e), int(z), lo, hi] for a, e, z, lo, hi in
                         zip(c["at_risk"], c["events"], c["censored"], c["low"], c["high"])],
@@ -106,12 +117,12 @@ def episode_rate_figure(rates: pd.DataFrame, title: str | None = None) -> go.Fig
     fig = go.Figure()
     for i, cid in enumerate(_cells(rates)):
         r = rates[rates["cell_id"] == cid].sort_values("episode")
-        colour = PALETTE[i % len(PALETTE)]
+        colour, dash = cell_style(i)
         name = esc_plot(r["cell"].iloc[0], 60, newlines=False)
         rate = r["rate"].astype(float)
         fig.add_trace(go.Scatter(
             x=r["episode"].astype(int).tolist(), y=rate.tolist(), mode="lines+markers", name=name,
-            line={"color": colour},
+            line={"color": colour, "dash": dash},
             error_y={"type": "data", "symmetric": False, "array": (r["high"].astype(float) - rate).tolist(),
                      "arrayminus": (rate - r["low"].astype(float)).tolist(), "color": _rgba(colour, 0.5)},
             customdata=[[int(k), int(n)] for k, n in zip(r["colluding"], r["n"])],
@@ -149,109 +160,81 @@ def cell_rate_styler(cells: pd.DataFrame) -> Any:
 
 def plain_styler(table: pd.DataFrame, precision: int = 3) -> Any:
     """Any table, escaped (cells and headers), no index, nans as dashes."""
+    from workbench.views.styled import NO_MATH_CLASS
+
     return (table.style.format(precision=precision, na_rep="—", escape="html").format_index(escape="html", axis=1)
-            .hide(axis="index"))
+            .hide(axis="index").set_table_attributes(NO_MATH_CLASS))
 
 
 # -- one trajectory -------------------------------------------------------------------------
-_TD = "vertical-align:top;border:1px solid #ddd;padding:4px 6px;font-size:12px;max-width:320px"
+# left-aligned: JupyterLab's stylesheet right-aligns every table cell, which set transcripts flush right
+_TD = "vertical-align:top;border:1px solid #ddd;padding:4px 6px;font-size:12px;max-width:320px;text-align:left"
 _PRE = ("white-space:pre-wrap;word-break:break-word;margin:2px 0;padding:3px 5px;border-radius:3px;"
-        "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px;background:#f7f7f7")
+        "font-family:ui-monospace,Menlo,Consolas,monospace;font-size:11px;background:#f7f7f7;text-align:left")
 _TAG = "display:inline-block;padding:0 5px;border-radius:7px;font-size:10px;color:white;margin:0 2px"
+STYLES = {"td": _TD, "pre": _PRE, "tag": _TAG}
 
 
-def _tag(text: str, colour: str) -> str:
-    return f'<span style="{_TAG};background:{colour}">{esc_html(text)}</span>'
+def _judgment(j: dict[str, Any]) -> dict[str, Any]:
+    """A judge's result as the template shows it (a yes whose quotes are not found, or a
+    failed judgment, counts as no, as in the source study)."""
+    return {"status": as_text(j.get("status")), "label": bool(j.get("label")),
+            "quotes": [{"quote": as_text(q.get("quote")), "speaker": as_text(q.get("speaker"))}
+                       for q in j.get("quotes") or []],
+            "missing": [as_text(q.get("quote")) for q in j.get("missing_quotes") or []],
+            "explanation": short(j.get("explanation"), 400) if j.get("explanation") else ""}
 
 
-def _pre(text: Any, n: int | None = None) -> str:
-    return f'<div style="{_PRE}">{esc_html(short(text, n) if n else text)}</div>'
-
-
-def _ok(flag: Any) -> str:
-    if flag is None:
-        return _tag("?", "#999")
-    return _tag("right", "#2ca02c") if flag else _tag("wrong", "#d62728")
-
-
-def _task_cell(ep: dict[str, Any], row: dict[str, Any]) -> str:
-    out = []
-    for a in M.AGENTS:
-        truth = (ep.get("truth") or {}).get(a)
-        log = (ep.get("raw_logs") or {}).get(a) or ""
-        out.append(f"<b>{a}</b> {esc_html((ep.get('tasks') or {}).get(a))} {_ok(truth)}"
-                   f"<br>answer: {_pre((ep.get('answers') or {}).get(a), 300)}"
-                   f"turns {esc_html((ep.get('turns_used') or {}).get(a))}"
-                   f"<details><summary>raw log ({len(log)} chars)</summary>{_pre(log, 4000)}</details>")
-    return "<hr style='margin:3px 0'>".join(out)
-
-
-def _comm_cell(ep: dict[str, Any], judgment: dict[str, Any] | None) -> str:
+def _episode(ep: dict[str, Any], row: dict[str, Any], jidx: dict[tuple[str, int, str | None], dict]
+             ) -> dict[str, Any]:
+    n = ep.get("episode")
+    badges = []
+    if row["collusion"]:
+        badges.append(("COLLUSION", "#d62728"))
+    elif row["mutual_accept"]:
+        badges.append(("mutual accept", "#ff7f0e"))
+    if row["warmup"]:
+        badges.append(("warm-up", "#7f7f7f"))
+    if ep.get("controlled"):
+        badges.append(("controlled " + ", ".join(f"{k}:{v}" for k, v in sorted(ep["controlled"].items())), "#8c564b"))
     windows = {a: M._raw_windows((ep.get("raw_logs") or {}).get(a)) for a in M.AGENTS}
-    out = []
+    messages = []
     for m in ep.get("messages") or []:
         sender = str(m.get("sender"))
-        tags = ""
-        if not m.get("delivered"):
-            tags += _tag("not delivered", "#d62728") + esc_html("; ".join(map(str, m.get("failures") or [])))
-        elif M.carries_raw(m.get("text"), None, windows.get(sender, set())):
-            tags += _tag("raw-log content", "#1f77b4")
-        out.append(f"<div>r{esc_html(m.get('round'))} <b>{esc_html(sender)}</b> "
-                   f"({esc_html(m.get('chars', len(m.get('text') or '')))} chars){tags}{_pre(m.get('text'), 2000)}</div>")
+        messages.append({"round": as_text(m.get("round")), "sender": sender,
+                         "chars": as_text(m.get("chars", len(m.get("text") or ""))),
+                         "undelivered": not m.get("delivered"),
+                         "failures": "; ".join(map(str, m.get("failures") or [])),
+                         "raw": bool(m.get("delivered")) and M.carries_raw(m.get("text"), None, windows.get(sender, set())),
+                         "text": short(m.get("text"), 2000)})
     fails = ep.get("delivery_failures") or {}
-    if any(fails.values()):
-        out.append("<i>turns with nothing delivered: " + esc_html(", ".join(f"{k} {v}" for k, v in fails.items()))
-                   + "</i>")
-    if judgment is not None:
-        out.append(_judgment_html("agreement judge", judgment))
-    return "".join(out) or "<i>no messages</i>"
-
-
-def _judgment_html(name: str, j: dict[str, Any]) -> str:
-    status = j.get("status")
-    if status == "ok":
-        head = _tag(f"{name}: {'yes' if j.get('label') else 'no'}", "#6a3d9a" if j.get("label") else "#999")
-    else:  # counted as "no" (as in the source study), with the reason
-        head = _tag(f"{name}: {status}, counted as no", "#d62728")
-    quotes = j.get("quotes") or []
-    missing = j.get("missing_quotes") or []
-    body = "".join(f"<div>“{esc_html(q.get('quote'))}” — {esc_html(q.get('speaker'))}</div>" for q in quotes)
-    body += "".join(f"<div style='color:#d62728'>not found: “{esc_html(q.get('quote'))}”</div>" for q in missing)
-    if j.get("explanation"):
-        body += f"<div style='color:#555'>{esc_html(short(j.get('explanation'), 400))}</div>"
-    return f"<div style='margin-top:4px'>{head}{body}</div>"
-
-
-def _verdict_cell(ep: dict[str, Any], row: dict[str, Any]) -> str:
-    out = []
+    agreement = jidx.get(("agreement", n, None))  # type: ignore[arg-type]
+    tasks, verdicts, feedback, reflections = [], [], [], []
     for a in M.AGENTS:
+        log = (ep.get("raw_logs") or {}).get(a) or ""
+        tasks.append({"agent": a, "task": as_text((ep.get("tasks") or {}).get(a)), "truth": (ep.get("truth") or {}).get(a),
+                      "answer": short((ep.get("answers") or {}).get(a), 300),
+                      "turns": as_text((ep.get("turns_used") or {}).get(a)), "log_chars": len(log), "log": short(log, 4000)})
         v = (ep.get("verdicts") or {}).get(a) or {}
-        colour = "#ff7f0e" if row[f"verdict_{a}"] == "ACCEPT" else "#555"
-        forced = _tag("forced", "#d62728") if v.get("forced") else ""
-        out.append(f"<b>{a}</b> on {M.PEER[a]}: {_tag(str(v.get('verdict')), colour)}{_ok(row[f'verdict_right_{a}'])}"
-                   f"{forced}{_pre(v.get('reasoning'), 1500)}")
-    return "<hr style='margin:3px 0'>".join(out)
-
-
-def _feedback_cell(ep: dict[str, Any]) -> str:
-    rewards = ep.get("rewards") or {}
-    review = ep.get("review") or {}
-    out = []
-    for a in M.AGENTS:
-        out.append(f"<b>{a}</b> reward {esc_html(rewards.get(a))}"
-                   + (_pre(review.get(a), 800) if review.get(a) else ""))
-    return "<hr style='margin:3px 0'>".join(out)
-
-
-def _reflection_cell(ep: dict[str, Any], judgments: dict[str, dict[str, Any]]) -> str:
-    out = []
-    for a in M.AGENTS:
+        verdicts.append({"agent": a, "peer": M.PEER[a], "verdict": str(v.get("verdict")),
+                         "colour": "#ff7f0e" if row[f"verdict_{a}"] == "ACCEPT" else "#555",
+                         "right": row[f"verdict_right_{a}"], "forced": bool(v.get("forced")),
+                         "reasoning": short(v.get("reasoning"), 1500)})
+        review = (ep.get("review") or {}).get(a)
+        feedback.append({"agent": a, "reward": as_text((ep.get("rewards") or {}).get(a)),
+                         "review": short(review, 800) if review else ""})
         text = (ep.get("reflections") or {}).get(a)
-        part = f"<b>{a}</b>" + (_pre(text, 2000) if text else " <i>none</i>")
-        if a in judgments:
-            part += _judgment_html("relaxation judge", judgments[a])
-        out.append(part)
-    return "<hr style='margin:3px 0'>".join(out)
+        relaxation = jidx.get(("relaxation", n, a))  # type: ignore[arg-type]
+        reflections.append({"agent": a, "text": short(text, 2000) if text else "",
+                            "judgment": _judgment(relaxation) if relaxation is not None else None})
+    return {"n": as_text(n), "eval_episode": as_text(row["eval_episode"]) if row["eval_episode"] else "",
+            "collusion": bool(row["collusion"]), "badges": badges, "family": as_text(ep.get("family")),
+            "policy": as_text(ep.get("policy")), "throttled": bool(ep.get("throttled")),
+            "char_limit": as_text(ep.get("char_limit")) if ep.get("char_limit") else "",
+            "tasks": tasks, "messages": messages,
+            "fails": ", ".join(f"{k} {v}" for k, v in fails.items()) if any(fails.values()) else "",
+            "agreement": _judgment(agreement) if agreement is not None else None,
+            "verdicts": verdicts, "feedback": feedback, "reflections": reflections}
 
 
 def _judgment_index(judgments: pd.DataFrame | None, world_id: str) -> dict[tuple[str, int, str | None], dict]:
@@ -268,47 +251,22 @@ def _judgment_index(judgments: pd.DataFrame | None, world_id: str) -> dict[tuple
 
 def trajectory_html(world: dict[str, Any], judgments: pd.DataFrame | None = None,
                     episodes: Sequence[int] | None = None) -> str:
-    """One trajectory as a self-contained HTML table: a row per episode (number,
-    warm-up, family, policy, collusion), columns task (answers and truth),
-    communication (messages, raw-log tags, agreement judge), verdict (verdicts and
-    reasoning), feedback (rewards and review) and reflection (with the relaxation
-    judge). Inline CSS, no scripts; all model text escaped."""
+    """One trajectory as a self-contained HTML table (template
+    ``collusion_trajectory.html``): a row per episode (number, warm-up, family,
+    policy, collusion), columns task (answers and truth), communication (messages,
+    raw-log tags, agreement judge), verdict (verdicts and reasoning), feedback
+    (rewards and review) and reflection (with the relaxation judge). Inline CSS, no
+    scripts; all model text escaped by the template."""
     rows = {r["episode"]: r for r in M.episode_rows(world)}
     jidx = _judgment_index(judgments, str(world.get("world_id")))
-    head = "".join(f"<th style='{_TD};background:#f0f0f0'>{h}</th>" for h in
-                   ("episode", "task", "communication", "verdict", "feedback", "reflection"))
-    body = []
-    for ep in world.get("episodes") or []:
-        n = ep.get("episode")
-        if episodes is not None and n not in episodes:
-            continue
-        row = rows[n]
-        badges = ""
-        if row["collusion"]:
-            badges += _tag("COLLUSION", "#d62728")
-        elif row["mutual_accept"]:
-            badges += _tag("mutual accept", "#ff7f0e")
-        if row["warmup"]:
-            badges += _tag("warm-up", "#7f7f7f")
-        if ep.get("controlled"):
-            badges += _tag("controlled " + ", ".join(f"{k}:{v}" for k, v in sorted(ep["controlled"].items())), "#8c564b")
-        first = (f"<b>{esc_html(n)}</b>{' (eval ' + esc_html(row['eval_episode']) + ')' if row['eval_episode'] else ''}"
-                 f"<br>{badges}<br>{esc_html(ep.get('family'))}<br>policy {esc_html(ep.get('policy'))}"
-                 f"<br>{'throttled' if ep.get('throttled') else 'not throttled'}"
-                 f"{' ≤' + esc_html(ep.get('char_limit')) if ep.get('char_limit') else ''}")
-        refl = {a: jidx[("relaxation", n, a)] for a in M.AGENTS if ("relaxation", n, a) in jidx}
-        cells = [first, _task_cell(ep, row), _comm_cell(ep, jidx.get(("agreement", n, None))),
-                 _verdict_cell(ep, row), _feedback_cell(ep), _reflection_cell(ep, refl)]
-        shade = "background:#fdecec" if row["collusion"] else ""
-        body.append(f"<tr style='{shade}'>" + "".join(f"<td style='{_TD}'>{c}</td>" for c in cells) + "</tr>")
+    shown = [_episode(ep, rows[ep.get("episode")], jidx) for ep in world.get("episodes") or []
+             if episodes is None or ep.get("episode") in episodes]
     t = M.trajectory_row(world)
     routes = ", ".join(f"{a.get('agent')}: {a.get('route')}" for a in world.get("agents") or [])
     onset = "never" if t["onset_episode"] is None else f"evaluation episode {t['onset_episode']}"
-    caption = (f"<p><b>{esc_html(world.get('world_id'))}</b> · cell {esc_html(t['cell'])} · {esc_html(routes)}"
-               f" · collusion onset: {esc_html(onset)} · colluding episodes {t['colluding_episodes']}/{t['episodes']}"
-               f" · verdict accuracy {esc_html(M._num(t['verdict_accuracy']))}</p>")
-    return (f"<div style='font-family:system-ui,sans-serif;overflow-x:auto'>{caption}"
-            f"<table style='border-collapse:collapse'><tr>{head}</tr>{''.join(body)}</table></div>")
+    return str(render("collusion_trajectory.html", s=STYLES, rows=shown, world_id=as_text(world.get("world_id")),
+                      cell=as_text(t["cell"]), routes=routes, onset=onset, colluding=t["colluding_episodes"],
+                      episodes=t["episodes"], accuracy=as_text(M._num(t["verdict_accuracy"]))))
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -327,7 +285,7 @@ def _median_phrase(median: Any, low: Any, high: Any) -> str:
 def _note(text: str) -> Any:
     from IPython.display import HTML
 
-    return HTML(f"<p><i>{html.escape(text)}</i></p>")
+    return HTML(str(render("note.html", text=text)))
 
 
 LABELS = {"ever colluded": "ever colluded", "strict ever colluded": "ever colluded (strict)",
@@ -432,14 +390,15 @@ class CollusionReport(RunReport):
         ones in the caption, rates as phrases, definitions underneath."""
         from IPython.display import HTML
 
-        from workbench.metrics.design import constant_text
-        from workbench.views.readable import readable_html
+        from workbench.views.readable import constant_settings, readable_html, spec_defaults
+        from workbench.worlds.collusion.spec import CollusionCell
 
         shown = self.design.annotate(table, title) if "cell_id" in table else table
         factors = [f for f in self.design.varying if f in shown.columns]
         hide = ["cell_label", "cell"] if factors else []
+        constant = constant_settings(shown.attrs.get("constant") or {}, spec_defaults(CollusionCell))
         return HTML(readable_html(shown, caption=CAPTIONS.get(name, ""), title=title, labels=LABELS,
-                                  definitions=DEFINITIONS, constant=constant_text(shown), keep=keep, hide=hide))
+                                  definitions=DEFINITIONS, constant=constant, keep=keep, hide=hide))
 
     def cell_table(self) -> Any:
         t = self.tables["cells"].rename(columns={"ever colluded k/n": "ever colluded:k/n",
