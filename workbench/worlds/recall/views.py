@@ -2,8 +2,8 @@
 mode and condition with Wilson error bars, a world's turn timeline, the retrieval
 ranks of each recall, and what was in each recalling agent's context.
 
-Script and model text is data: every such string is escaped (:mod:`workbench.views.escape`)
-before it reaches plotly or HTML. :class:`RecallReport` is what
+Script and model text is data: every such string is escaped for plotly
+(:mod:`workbench.views.escape`) and by the templates (``recall_*.html``) for HTML. :class:`RecallReport` is what
 ``notebooks/recall_analysis.ipynb`` calls; ``notebooks/recall_world.ipynb`` calls
 :mod:`workbench.explorers.recall`, which draws with these views."""
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from workbench.views.escape import esc_html, esc_plot, plot_lines
+from workbench.views.escape import as_text, esc_plot, plot_lines
+from workbench.views.markup import render
 from workbench.views.readable import readable_html, show_figure
 from workbench.views.run_report import RunReport, Section
 from workbench.worlds.recall.metrics import MODES, accuracy_table, condition_differences, metric_tables, recall_frame
@@ -194,67 +195,48 @@ def context_html(world: dict[str, Any]) -> str:
     turns, the answer, what was expected, the verdicts (exact match with the accepted
     answer it matched and the partial score, the cell's judge, the rule judge), the
     outcome by the current rules (right, hedged or wrong) and, for a failed recall,
-    which value it gave. Everything escaped."""
+    which value it gave. Everything escaped (template ``recall_context.html``)."""
     from workbench.worlds.recall.metrics import recall_scores
     from workbench.worlds.recall.outcomes import given_value, rescore, world_statements
 
-    e = esc_html
     by_turn = {(r["turn"], r["agent"]): r for r in world["retrievals"] if r.get("purpose", "recall") == "recall"}
     turns = {t["turn"]: t for t in world["turns"]}
     statements = world_statements(world)
-    out = ['<div style="font-family:system-ui,sans-serif;font-size:13px;max-width:1000px">']
+    recalls = []
     for rc in world["recalls"]:
         scored = rescore(world, rc, statements)
         ok = "right" if scored.correct else "hedged" if scored.hedged else "wrong"
-        colour = {"right": "#2ca02c", "hedged": "#ff9900"}.get(ok, "#d62728")
-        out.append(f'<details open><summary><b>turn {e(rc["turn"])}</b> · {e(rc["role"])} · '
-                   f'{e(rc["failure_mode"])} · <span style="color:{colour}">{ok}</span></summary>')
         scores = recall_scores(rc)
-        ruling = f"rule judge {'correct' if scores['rule_verdict'] else 'incorrect'} ({scores['rule_reason']})"
-        out.append(f"<p>Question: {e(rc['query'])}<br>Answer: <code>{e(rc.get('answer'))}</code><br>"
-                   f"Accepted: {e(' | '.join(rc['ground_truth']))} · exact match {e(scored.correct_exact)}"
-                   f" (matched {e(scores['matched'] or 'none')}, partial score {e(scores['partial_score'])})"
-                   + (f" · judge {e((rc.get('judge') or {}).get('verdict'))}" if rc.get("judge") else "")
-                   + f" · {e(ruling)}")
+        given = None
         if not scored.correct:
             g = given_value(world, rc, statements, scored)
             said = f", said before by {', '.join(g['said_by'])}" if g["said_by"] else ""
-            out.append(f"<br>Value given: {e(g['kind'])}{e(' (' + g['value'] + ')' if g['value'] else '')}{e(said)}")
-        out.append("</p>")
+            given = as_text(g["kind"]) + (" (" + g["value"] + ")" if g["value"] else "") + said
         r = by_turn.get((rc["turn"], rc["agent"]))
-        if r is None:
-            out.append("<p><i>No shared memory in this condition.</i></p>")
-        else:
-            out.append("<table><tr><th>rank</th><th>author</th><th>authority</th><th>similarity</th><th>recency</th>"
-                       "<th>score</th><th>turn</th><th>entry</th></tr>")
-            for h in r["hits"]:
-                out.append("<tr>" + "".join(f"<td>{e(v)}</td>" for v in (
-                    h["rank"], h["author_role"], h["authority"], f"{h['similarity']:.3f}", f"{h['recency']:.3f}",
-                    f"{h['score']:.3f}", h["turn"], h["text"])) + "</tr>")
-            out.append(f"</table><p><small>memory held {e(r['memory_size'])} entries"
-                       + (f"; namespaces {e(r['namespaces'])}" if r.get("namespaces") else "") + "</small></p>")
-        own = rc["context"]["own_turns"]
-        if own:
-            out.append("<p>Own earlier turns in its private history:</p><ul>")
-            for n in own:
-                t = turns.get(n, {})
-                out.append(f"<li>turn {e(n)} (reply: {e(t.get('reply'))})</li>")
-            out.append("</ul>")
-        out.append("</details>")
-    out.append("</div>")
-    return "".join(out)
+        hits = None if r is None else [
+            [as_text(v) for v in (h["rank"], h["author_role"], h["authority"], f"{h['similarity']:.3f}",
+                                  f"{h['recency']:.3f}", f"{h['score']:.3f}", h["turn"], h["text"])] for h in r["hits"]]
+        recalls.append({
+            "turn": as_text(rc["turn"]), "role": as_text(rc["role"]), "mode": as_text(rc["failure_mode"]),
+            "outcome": ok, "colour": {"right": "#2ca02c", "hedged": "#ff9900"}.get(ok, "#d62728"),
+            "query": as_text(rc["query"]), "answer": as_text(rc.get("answer")),
+            "accepted": " | ".join(rc["ground_truth"]), "exact": as_text(scored.correct_exact),
+            "matched": as_text(scores["matched"] or "none"), "partial": as_text(scores["partial_score"]),
+            "judge": as_text((rc.get("judge") or {}).get("verdict")) if rc.get("judge") else None,
+            "ruling": f"rule judge {'correct' if scores['rule_verdict'] else 'incorrect'} ({scores['rule_reason']})",
+            "given": given, "hits": hits,
+            "memory_size": as_text(r["memory_size"]) if r is not None else "",
+            "namespaces": as_text(r.get("namespaces")) if r is not None and r.get("namespaces") else "",
+            "own": [(as_text(n), as_text(turns.get(n, {}).get("reply"))) for n in rc["context"]["own_turns"]]})
+    return str(render("recall_context.html", recalls=recalls))
 
 
 def statements_html(world: dict[str, Any], steps: list[dict[str, Any]]) -> str:
     """Every model call of the world: the prompt and the reply, escaped."""
-    e = esc_html
-    rows = []
-    for s in steps:
-        reply = s["reply"].get("text") or f"[failed: {s['reply'].get('error')}]"
-        rows.append(f"<details><summary>step {e(s['seq'])} · turn {e(s['turn'])} · {e(s['agent'])} · "
-                    f"{e(s['purpose'])}</summary><pre style='white-space:pre-wrap'>{e(s['request']['prompt'])}</pre>"
-                    f"<pre style='white-space:pre-wrap;background:#f4f4f4'>{e(reply)}</pre></details>")
-    return "<div style='font-family:system-ui,sans-serif;font-size:13px'>" + "".join(rows) + "</div>"
+    rows = [{"seq": as_text(s["seq"]), "turn": as_text(s["turn"]), "agent": as_text(s["agent"]),
+             "purpose": as_text(s["purpose"]), "prompt": as_text(s["request"]["prompt"]),
+             "reply": as_text(s["reply"].get("text") or f"[failed: {s['reply'].get('error')}]")} for s in steps]
+    return str(render("recall_statements.html", steps=rows))
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -538,7 +520,7 @@ class RecallReport(RunReport):
         from workbench.stats import newcombe
 
         if self.other is None:
-            return HTML("<p><i>No second run set given (compare_dir).</i></p>")
+            return HTML(str(render("note.html", text="No second run set given (compare_dir).")))
         keys = ["model", "variant", "failure_mode", "condition"]
         a = accuracy_table(self.frame, keys)
         b = accuracy_table(recall_frame(self.other.worlds), keys)
@@ -550,9 +532,11 @@ class RecallReport(RunReport):
                          "low": low, "high": high})
         t = pd.DataFrame(rows)
         if t.empty:
-            return HTML("<p><i>The two run sets share no model × condition × failure mode.</i></p>")
+            return HTML(str(render("note.html", text="The two run sets share no model × condition × failure mode.")))
+        from workbench.views.styled import NO_MATH_CLASS
+
         return (t.style.format({c: "{:.1%}" for c in ("diff", "low", "high")}, na_rep="—", escape="html")
-                .format_index(escape="html", axis=1).hide(axis="index"))
+                .format_index(escape="html", axis=1).hide(axis="index").set_table_attributes(NO_MATH_CLASS))
 
     def differences(self, reference: str | None = None) -> pd.DataFrame:
         return condition_differences(self.frame, reference)
