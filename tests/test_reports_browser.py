@@ -101,7 +101,10 @@ def test_report_tells_its_story_in_a_browser(reports, name):
             # every figure drawn and captioned
             plots = page.locator(".js-plotly-plot")
             assert plots.count() >= 3 and page.locator(".js-plotly-plot .main-svg").count() >= plots.count()
+            # a figure's caption is the next output, or beside it in its block (a figure in a tab)
             uncaptioned = page.evaluate("""Array.from(document.querySelectorAll('.js-plotly-plot')).filter(p => {
+                const own = p.closest('.wb-figure');
+                if (own && own.querySelector(':scope > p.wb-caption')) return false;
                 const out = p.closest('.jp-OutputArea-child');
                 const next = out && out.nextElementSibling;
                 return !(next && next.querySelector('p.wb-caption'));

@@ -5,7 +5,6 @@ definitions, the arms' colours. Reads records (and tables computed from them);
 never runs a world."""
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.metrics.design import Design, design_of_records
+from workbench.views.markup import Markup, render
 from workbench.views.readable import show_figure
 from workbench.views.run_report import RunReport, Section
 from workbench.worlds.stigmergy.export import cell_tables
@@ -24,7 +24,14 @@ from workbench.worlds.stigmergy.labels import LABELS
 def _note(text: str) -> Any:
     from IPython.display import HTML
 
-    return HTML(f"<p><i>{html.escape(text)}</i></p>")
+    return HTML(str(render("note.html", text=text)))
+
+
+def _figure_html(fig: Any) -> str:
+    """A plotly figure as an HTML fragment that draws with the plotly.js the notebook's
+    setup inlined once (an exported report defers it until that is inflated)."""
+    return str(fig.to_html(full_html=False, include_plotlyjs=False, config={"responsive": True},
+                           default_width="100%"))
 
 
 # the metrics each table reports, whose definitions are shown beside it
@@ -84,10 +91,11 @@ CAPTIONS: dict[str, str] = {
 
 def table_html(table: pd.DataFrame, definitions: dict[str, str] | None = None, caption: str = "") -> str:
     """A table for a reader (:func:`workbench.views.readable.readable_html`): its
-    caption says what a row is, the factors every row shares and the rules it was
-    scored under; a cell's label is left out where its factors are columns."""
-    from workbench.metrics.design import constant_text
-    from workbench.views.readable import brief_view, readable_html
+    caption says what a row is, the factors every row shares (those set and not at
+    their default; how many others) and the rules it was scored under; a cell's
+    label is left out where its factors are columns."""
+    from workbench.views.readable import brief_view, constant_settings, readable_html, spec_defaults
+    from workbench.worlds.stigmergy.spec import StigmergyCell
 
     sparse = [c for c in table.attrs.get("sparse") or () if c in table and not table[c].astype(bool).any()]
     shown = table.drop(columns=sparse)
@@ -97,7 +105,23 @@ def table_html(table: pd.DataFrame, definitions: dict[str, str] | None = None, c
     hide = ["cell_label"] if factors else []
     rules = f" Scored under: {table.attrs['rules']}." if table.attrs.get("rules") else ""
     return readable_html(shown, caption=(caption or "") + rules, title=str(table.attrs.get("title") or ""),
-                         labels=LABELS, definitions=definitions, constant=constant_text(table), hide=hide)
+                         labels=LABELS, definitions=definitions, hide=hide,
+                         constant=constant_settings(table.attrs.get("constant") or {}, spec_defaults(StigmergyCell)))
+
+
+def rules_side_by_side(table: pd.DataFrame) -> pd.DataFrame:
+    """The re-scoring table for a reader: one row per cell and one column per rule
+    set ("recorded rules", "strict parser", ...), each holding that rule set's
+    counts in one phrase. Its 15 count columns side by side ran off the page, and
+    turned on its side the table had every value in its header row."""
+    rules = list(dict.fromkeys(c.split(": ", 1)[0] for c in table.columns if ": " in c))
+    out = table[[c for c in table.columns if ": " not in c]].copy()
+    for rule in rules:
+        cols = [c for c in table.columns if c.startswith(f"{rule}: ")]
+        out[rule] = [" · ".join(f"{LABELS.get(c.split(': ', 1)[1], c.split(': ', 1)[1].replace('_', ' '))} {row[c]}"
+                                for c in cols) for _, row in table.iterrows()]
+    out.attrs = dict(table.attrs)
+    return out
 
 
 @dataclass
@@ -136,7 +160,10 @@ class Analysis(RunReport):
     def table(self, name: str) -> Any:
         from IPython.display import HTML
 
-        return HTML(table_html(self.tables[name], self.definitions(name), CAPTIONS.get(name, "")))
+        table = self.tables[name]
+        if name == "rescoring":
+            table = rules_side_by_side(table)
+        return HTML(table_html(table, self.definitions(name), CAPTIONS.get(name, "")))
 
     def has_rows(self, name: str) -> bool:
         return not self.tables[name].empty
@@ -285,8 +312,9 @@ class Analysis(RunReport):
                 self._show_routes, applies=bool(self._route_levels())),
             "examples": Section(
                 "Example worlds",
-                "One world per cell (its first valid world with a cross-agent read): the agents' transcripts, "
-                "step timelines and the store step by step (model text escaped).", self._show_examples,
+                "One world per cell (its first valid world with a cross-agent read), a tab each: the agents' "
+                "transcripts, the step timeline and the store step by step of the world in that tab (model text "
+                "escaped).", self._show_examples,
                 applies=bool(self.records.worlds)),
             "cells": Section("The cells", "Every factor of every cell.", tables("cells")),
             "comparison": Section("Comparison with a second run set",
@@ -317,11 +345,7 @@ class Analysis(RunReport):
     def _show_examples(self, limit: int = 4) -> None:
         from IPython.display import display
 
-        display(self.example_worlds_html())
-        for fig, wid in zip(self.example_timelines(limit), self._store_first()[:limit]):
-            show_figure(fig, f"Step timeline of world {wid} ({self.records.world(wid).get('cell_label', '')}).")
-        show_figure(self.example_store_slider(), "The store after each step of one example world with a "
-                                                 "cross-agent read (move the slider).")
+        display(self.example_worlds_html(limit))
 
     # -- figures -------------------------------------------------------------------
     def per_cell_table(self, metric: str = "cross_agent_access") -> Any:
@@ -356,7 +380,7 @@ class Analysis(RunReport):
 
         if not self.has_rows("e1"):
             return _note("This run set has no E1 cells (cells differing only in sharedness and re-check clause).")
-        return e1_interaction_figure(self.wf, self.design, colour=self.palette)
+        return e1_interaction_figure(self.wf, self.design)
 
     def attrition_figure(self) -> Any:
         from workbench.worlds.stigmergy.views import attrition_figure
@@ -394,17 +418,38 @@ class Analysis(RunReport):
                 return store_slider(world, steps)
         return store_slider(*self._world(ids[0])) if ids else _note("No worlds.")
 
-    def example_worlds_html(self) -> Any:
-        """A tab per cell with an example world's transcripts, in plain HTML (CSS
-        tabs: no widget manager, so the offline report shows it as the notebook does)."""
+    def example_worlds_html(self, limit: int | None = None) -> Any:
+        """A tab per example world (cells with a store first), each holding that world's
+        transcripts, step timeline and store slider, so that choosing a tab changes all
+        three (the timelines and store once stood below the tabs, for other worlds).
+        Plain HTML and CSS tabs: no widget manager, so the offline report shows it as
+        the notebook does. ``limit``: at most this many worlds (tabs)."""
         from IPython.display import HTML
 
+        from workbench.views.figure_sink import collect
+        from workbench.views.readable import caption_html
         from workbench.views.tabs import tabs_html
-        from workbench.worlds.stigmergy.views import transcripts_html
+        from workbench.worlds.stigmergy.views import step_timeline, store_slider, transcripts_html
 
-        ids = self.example_world_ids()
-        return HTML(tabs_html([(str(self.records.world(w).get("cell_label") or w), transcripts_html(*self._world(w)))
-                               for w in ids], group="wb-example-worlds"))
+        ids = self._store_first()
+        shown = ids if limit is None else ids[:max(0, int(limit))]
+        tabs = []
+        for wid in shown:
+            world, steps = self._world(wid)
+            label = str(world.get("cell_label") or wid)
+            timeline, store = step_timeline(world, steps), store_slider(world, steps)
+            captions = (f"Step timeline of world {wid} ({label}).",
+                        f"The store after each step of world {wid} (move the slider).")
+            for fig, caption in zip((timeline, store), captions):
+                collect(fig, caption)
+            tabs.append((label, str(render(
+                "stigmergy_example_world.html", transcripts=Markup(transcripts_html(world, steps)),
+                timeline=Markup(_figure_html(timeline)), timeline_caption=Markup(caption_html(captions[0])),
+                store=Markup(_figure_html(store)), store_caption=Markup(caption_html(captions[1]))))))
+        note = (f"{len(shown)} of {len(ids)} cells' example worlds shown (the report's max_timelines)."
+                if len(shown) < len(ids) else "")
+        return HTML(str(render("stigmergy_examples.html", tabs=Markup(tabs_html(tabs, group="wb-example-worlds")),
+                               caption=Markup(caption_html(note)) if note else "")))
 
     def comparison(self) -> Any:
         """B − A over cells matched on every factor (unmatched cells listed)."""

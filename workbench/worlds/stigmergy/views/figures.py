@@ -2,8 +2,6 @@
 interaction plot, and attrition."""
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -76,13 +74,26 @@ def exposure_then_read_figure(wf: pd.DataFrame, af: pd.DataFrame, design: Design
     return fig
 
 
-def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross_agent_access",
-                          colour: Callable[[object], str] | None = None) -> go.Figure:
+E1_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "triangle-down", "star", "hexagon", "cross", "x",
+              "pentagon", "hourglass", "bowtie")
+E1_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#8c564b")
+
+
+def _group_styles(groups: list[tuple[str, ...]]) -> dict[tuple[str, ...], tuple[str, str]]:
+    """(colour, marker symbol) per group of cells (their levels of the other factors),
+    distinct for up to 24 groups; within a group shared and private differ by the
+    marker's fill and the line's dash. Two series once shared one orange circle: the
+    colour was the condition's and the symbols repeated every four lines."""
+    return {g: (E1_COLOURS[i % len(E1_COLOURS)], E1_SYMBOLS[i % len(E1_SYMBOLS)]) for i, g in enumerate(groups)}
+
+
+def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross_agent_access") -> go.Figure:
     """E1's 2×2: x = clauses (both, persist-only), one line per group of cells
     identical in every other factor and per shared or private, rate over valid
     worlds with 95% Wilson error bars. Only cells that differ in condition and
     clauses alone share a line. Lines are set apart sideways so that equal rates
-    do not hide each other; ``colour`` gives each condition its report colour."""
+    do not hide each other. Each group of cells has its own colour and marker;
+    shared is a filled marker on a solid line, private an open one on a dashed line."""
     title = f"E1 interaction: {esc_plot(metric.replace('_', ' '))} by clauses (valid worlds, 95% Wilson)"
     cells = [c for c in design.cells if design.level(c, "condition") in E1_CONDITIONS
              and design.level(c, "clauses") in E1_CLAUSES] if "condition" in design.factors else []
@@ -95,6 +106,8 @@ def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross
         lines.setdefault((*(str(design.frame.at[c, f]) for f in others), design.level(c, "condition")), []).append(c)
     fig = go.Figure()
     spread = 0.08
+    groups = list(dict.fromkeys(key[:-1] for key in lines))
+    styles = _group_styles(groups)
     for i, (key, members) in enumerate(lines.items()):
         offset = (i - (len(lines) - 1) / 2) * spread
         cond = key[-1]
@@ -104,10 +117,13 @@ def e1_interaction_figure(wf: pd.DataFrame, design: Design, metric: str = "cross
         rest = " · ".join(f"{f}={short(v)}" for f, v in zip(others, key[:-1]))
         model = str(design.frame.at[members[0], "model"]) if "model" in design.frame.columns else ""
         name = f"{rest or 'all cells'}{' (simulated)' if is_simulated(model) else ''} · {E1_CONDITIONS[cond]}"
+        line_colour, symbol = styles[key[:-1]]
+        shared = cond == "store"
         fig.add_trace(go.Scatter(
             x=[E1_CLAUSES.index(c) + offset for c in g.index], y=rate.tolist(), mode="lines+markers",
-            name=esc_plot(name), marker={"size": 9, "symbol": ["circle", "diamond", "square", "triangle-up"][i % 4]},
-            line={"dash": "solid" if cond == "store" else "dash", **({"color": colour(cond)} if colour else {})},
+            name=esc_plot(name), marker={"size": 9, "symbol": symbol if shared else f"{symbol}-open",
+                                         "color": line_colour},
+            line={"dash": "solid" if shared else "dash", "color": line_colour},
             meta=[*key],
             error_y={"type": "data", "symmetric": False, "array": (g["high"].astype(float) - rate).tolist(),
                      "arrayminus": (rate - g["low"].astype(float)).tolist()},
