@@ -139,3 +139,38 @@ def test_changing_a_dropdown_leaves_nothing_of_the_previous_world(lab):
         waiting = _settle(page, "waiting for Run", absent=new, present=("press Run",))
         assert not WORLD_ID.search(waiting) and page.locator(".jp-OutputArea svg.main-svg").count() == 0
         browser.close()
+
+
+def test_dollar_values_are_shown_as_written_not_typeset(lab, tmp_path):
+    """A value such as ``$240,000 | $240,000`` (a recall's ground truth) in a block the
+    package renders stays as written in JupyterLab: every block carries the class
+    MathJax skips. A paragraph without it, beside, is typeset: MathJax is on here."""
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    money = "$240,000 | $240,000"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import pandas as pd\n"
+        "from IPython.display import HTML, display\n"
+        "from workbench.views.readable import readable_html\n"
+        f"display(HTML(readable_html(pd.DataFrame({{'accepted': [{money!r}], 'n': [1]}}), caption={money!r})))\n"
+        "display(HTML('<p id=\"wb-control\">$x^2 + y$</p>'))")]
+    nbformat.write(nb, tmp_path / "notebooks" / "money.ipynb")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=require_browser(), args=ARGS)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(f"{lab}/lab/tree/notebooks/money.ipynb")
+        page.wait_for_selector(".jp-Notebook", timeout=60_000)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator, .jp-KernelStatus", timeout=60_000)
+        time.sleep(2)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        page.locator("#wb-control mjx-container").first.wait_for(timeout=90_000)  # MathJax typeset the control
+        table = page.locator(".jp-OutputArea table.wb-table").first
+        caption = page.locator(".jp-OutputArea p.wb-caption").first
+        assert money in table.inner_text() and money in caption.inner_text()
+        assert page.locator(".jp-OutputArea .wb-table-box mjx-container, .jp-OutputArea p.wb-caption mjx-container"
+                            ).count() == 0
+        browser.close()
