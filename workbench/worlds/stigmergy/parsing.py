@@ -21,7 +21,9 @@ checked as the JSON-text fields are (:func:`validate_op`), the same under both r
   JSON-text lenient rule (first ``{`` to last ``}``), as an operation object
   (``{"op": ...}``) or as a call written out as text (``{"name"|"tool": NAME,
   "arguments"|"parameters": {...}}``, which is what a chat template that the server
-  does not parse for calls leaves in the text).
+  does not parse for calls leaves in the text). What it wrote there that is not one
+  operation is classed as a call would be (unknown tool, bad arguments); text with no
+  readable JSON object is "no call".
 
 Why this lenient rule: it mirrors the JSON-text one (accept what can be read
 unambiguously as one intended operation, refuse what cannot), and the two cases it
@@ -287,8 +289,8 @@ class ToolShape:
     n_calls: int = 0
     no_call: bool = False
     multi_call: bool = False
-    unknown_tool: bool = False  # some call names a tool that was not offered
-    bad_args: bool = False  # some call of an offered tool has arguments that are not one well-formed operation
+    unknown_tool: bool = False  # some (native) call names a tool that was not offered
+    bad_args: bool = False  # some (native) call of an offered tool has arguments that are not one operation
     text_with_call: bool = False  # text beside a call (ignored by both rules)
     n_objects: int = 0
     multi_object: bool = False
@@ -358,9 +360,15 @@ def parse_tool_reply(text: Any, tool_calls: Any, rule: str, allowed_ops: tuple[s
         if obj is None:
             return ParseOutcome(rule, False, None, f"{NO_CALL} ({err})")
         written = _text_call(obj)
-        op, err = _call_op(written, allowed_ops) if written is not None else validate_op(obj, allowed_ops)
-        if op is None:
-            return ParseOutcome(rule, False, None, f"{NO_CALL} (in the text: {err})")
+        if written is not None:
+            op, err = _call_op(written, allowed_ops)
+        else:
+            op, err = validate_op(obj, allowed_ops)
+            if op is None:  # classed as a call's would be: the operation is the tool
+                err = f"{UNKNOWN_TOOL} {str(obj.get('op'))[:80]!r}" if str(err).startswith("unknown operation") \
+                    else f"{BAD_ARGS}: {err}"
+        if op is None:  # what it wrote could not be taken as one operation, and why
+            return ParseOutcome(rule, False, None, f"{err} (written in the text; no tool call)")
         return ParseOutcome(rule, True, op, None)
     if rule == "strict" and len(calls) > 1:
         return ParseOutcome(rule, False, None, f"{MULTI_CALL} ({len(calls)}; one operation per reply)")
