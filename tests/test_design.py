@@ -192,7 +192,7 @@ def test_the_report_of_a_run_set_without_a_valid_world(edge_runs):
     assert main(["report", str(run_dir)]) == 0
     html = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "Traceback" not in html  # papermill stops at the first failing cell; none failed
-    assert "Matched contrasts" in html and "Coordination per cell" in html
+    assert "Matched contrasts" in html and "Cross-agent access per cell" in html
     assert "0/0" in html  # the cell's rates over valid worlds, shown as such rather than dropped
 
 

@@ -252,7 +252,7 @@ class Analysis(RunReport):
         worlds = f"{len(self.records.worlds)} worlds in {len(self.design.cells)} cells"
         return {
             "coordination": Section(
-                "Coordination per cell",
+                "Cross-agent access per cell",
                 "One row per cell; the factors that vary are columns, the ones every cell shares are named "
                 "under the table. Rates over valid worlds with 95 % Wilson intervals.",
                 tables("coordination", "joint_by_cross_read")),
@@ -291,7 +291,7 @@ class Analysis(RunReport):
             "vocabulary": Section(
                 "Shared vocabulary",
                 "Cells differ in which intermediate keys the task names (named, own-only, withheld): how many "
-                "cross-agent reads used a task-named key, beside coordination itself.",
+                "cross-agent reads used a task-named key, beside cross-agent access itself.",
                 tables("vocabulary", "coordination"), applies="vocabulary" in self.design.varying),
             "readers": Section(
                 "Writing in order to be read",

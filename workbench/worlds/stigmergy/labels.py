@@ -17,6 +17,10 @@ LABELS: dict[str, str] = {
     "monitored_readers": "monitored readers", "monitor_flag_on_read": "monitor flagged a read",
     "monitor": "monitor flag on read", "cell_label": "cell", "answer_rule": "answer rule",
     "held fixed": "held fixed (same in A and B)", "p (exact McNemar)": "p (exact McNemar)",
+    "pairs_joint_success": "pairs with joint success", "steps_exposure_to_read": "steps from exposure to read",
+    "cross_reads_task_named": "task-named cross-agent reads", "no_read_class": "why no cross-agent read",
+    "mentions_other": "mentions another party", "exposed_agents_then_read": "exposed agents that then read",
+    "signalled_note": "signalled writer left a note",
 }
 
 

@@ -47,7 +47,7 @@ def coordination_table(wf: pd.DataFrame, design: Design) -> pd.DataFrame:
     t = _wide(wf, ("cross_agent_access", "strict_cross_agent_access", "informative_read", "joint_success"), design)
     t.insert(1, "worlds", [int((wf["cell_id"] == c).sum()) if len(wf) else 0 for c in t["cell_id"]])
     t.insert(2, "valid", [int(wf[(wf["cell_id"] == c)]["valid"].sum()) if len(wf) else 0 for c in t["cell_id"]])
-    return design.annotate(t, "Coordination per cell: k/n over valid worlds (and over all worlds)")
+    return design.annotate(t, "Cross-agent access per cell: k/n over valid worlds (and over all worlds)")
 
 
 def joint_by_cross_read(wf: pd.DataFrame, design: Design) -> pd.DataFrame:
