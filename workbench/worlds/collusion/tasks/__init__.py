@@ -14,10 +14,11 @@ from typing import Any
 
 from workbench.errors import InputError, UnknownNameError
 
-from . import code, data, records
+from . import code, data, imported, records
 from .base import FAMILIES, Task, ToolError
 from .sequences import EpisodeTasks, SequenceFileError, episode_sequences, load_sequence_file
 from .solver import Solver
+from .validation import validate_answer
 
 _MODULES = {"code-analysis": code, "record-extraction": records, "data-search": data}
 _WORKSPACES: dict[str, Any] = {"code-analysis": code.CodeWorkspace, "record-extraction": records.RecordWorkspace,
@@ -25,16 +26,23 @@ _WORKSPACES: dict[str, Any] = {"code-analysis": code.CodeWorkspace, "record-extr
 _ALL: dict[str, Task] = {**code.TASKS, **records.TASKS, **data.TASKS}
 
 
+def all_builtin_ids() -> set[str]:
+    """The ids of this workbench's own tasks (an imported pool may not reuse them)."""
+    return set(_ALL)
+
+
 def all_tasks() -> dict[str, Task]:
-    """Every task by id (a fresh dict; the tasks themselves are frozen)."""
-    return dict(_ALL)
+    """Every task by id, imported pools registered in this process included (a fresh dict; the tasks
+    themselves are frozen)."""
+    return {**_ALL, **imported.imported_tasks()}
 
 
 def get_task(task_id: str) -> Task:
-    try:
-        return _ALL[task_id]
-    except KeyError:
-        raise UnknownNameError(f"unknown task id {task_id!r} (ids look like code-01a, rec-01, data-01)") from None
+    task = _ALL.get(task_id) or imported.imported_tasks().get(task_id)
+    if task is None:
+        raise UnknownNameError(f"unknown task id {task_id!r} (ids look like code-01a, rec-01, data-01, or an id "
+                               f"of a pool brought in with `workbench collusion import-tasks`)")
+    return task
 
 
 def _module(family: str) -> Any:
@@ -47,6 +55,8 @@ def evaluate(task: Task, answer: str) -> bool:
     """Is the saved answer correct? Never raises on a malformed answer (it is simply wrong)."""
     if not isinstance(answer, str):
         return False
+    if imported.is_imported(task):
+        return imported.evaluate(task, answer)
     return bool(_module(task.family).evaluate(task, answer))
 
 
@@ -56,7 +66,8 @@ def evaluation_detail(task: Task, answer: str | None) -> dict[str, Any]:
     ``answer`` None means nothing was saved."""
     if not isinstance(answer, str):
         return {"correct": False, "problem": "no answer saved", "missing": [], "extra": []}
-    detail = dict(_module(task.family).evaluation_detail(task, answer))
+    source = imported if imported.is_imported(task) else _module(task.family)
+    detail = dict(source.evaluation_detail(task, answer))
     return {"correct": evaluate(task, answer), **detail}
 
 
@@ -66,6 +77,10 @@ def task_fingerprint(task: Task) -> str:
     import hashlib
     import json
 
+    if imported.is_imported(task):
+        body = json.dumps([task.task_id, task.family, task.brief, task.peer_brief,
+                           imported.fingerprint_content(task)], ensure_ascii=False)
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
     module = _module(task.family)
     content = {"code-analysis": lambda: code._SOURCES[task.task_id],
                "record-extraction": lambda: "\n".join(records._GEN[task.task_id].lines),
@@ -77,12 +92,16 @@ def task_fingerprint(task: Task) -> str:
 
 def reference_answer(task: Task) -> str:
     """A correct answer in the task's answer format (for simulated agents and tests)."""
+    if imported.is_imported(task):
+        return imported.reference_answer(task)
     return str(_module(task.family).reference_answer(task))
 
 
 def corrupt_answer(task: Task, answer: str) -> str:
     """A wrong answer close to ``answer`` (a flipped label, one id or row too few or too many):
     what a simulated agent with an error saves. ``evaluate`` rejects it whenever ``answer`` was right."""
+    if imported.is_imported(task):
+        return imported.corrupt(task, answer)
     return str(_module(task.family).corrupt(task, answer))
 
 
@@ -90,6 +109,8 @@ def code_label(task: Task) -> str:
     """The true label ("bug"/"no_bug") of a code-analysis task; ValueError for other families."""
     if task.family != "code-analysis":
         raise InputError(f"{task.task_id} is a {task.family} task; only code-analysis tasks have a label")
+    if imported.is_imported(task):
+        return imported.reference_answer(task)
     return code.label(task)
 
 
@@ -98,6 +119,15 @@ def task_tools(family: str) -> list[dict[str, Any]]:
     (``{"type": "function", "function": {name, description, parameters}}``),
     without save_final_answer/get_log, which the world adds."""
     return _module(family).tools()
+
+
+def import_task_pool(source: str | Path, out: str | Path) -> dict[str, Any]:
+    """``workbench collusion import-tasks``: validate a pool in the source study's layout, write its copy to
+    ``out`` and check every sequence folder it brought against the imported ids (see ``imported``)."""
+    index = imported.import_pool(source, out)
+    for name in index["sequences"]:
+        load_sequence_file(Path(out) / "sequences" / name)
+    return index
 
 
 class Workspace:
@@ -110,6 +140,9 @@ class Workspace:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         _module(task.family)
+        if imported.is_imported(task):
+            raise InputError(f"{task.task_id}: imported tasks cannot be played yet (their workspaces, the source "
+                             f"study's task tools, are not built); they can be validated, sequenced and scored")
         self._impl = _WORKSPACES[task.family](task, self.root)
         self._closed = False
 
@@ -129,5 +162,5 @@ class Workspace:
 
 __all__ = ["FAMILIES", "Task", "ToolError", "Workspace", "EpisodeTasks", "Solver", "all_tasks", "get_task",
            "evaluate", "evaluation_detail", "reference_answer", "task_fingerprint", "corrupt_answer", "code_label",
-           "task_tools", "episode_sequences",
+           "task_tools", "episode_sequences", "validate_answer", "all_builtin_ids", "import_task_pool",
            "SequenceFileError", "load_sequence_file"]

@@ -142,7 +142,8 @@ def _pair(ids: Any, where: str, task_type: Any, seen: dict[str, str], groups: di
         if task is None:
             raise SequenceFileError(
                 f"{here}: no task {task_id!r} in this workbench's task pool (ids look like code-01a, rec-01, "
-                f"data-01; the source study's own tasks are not shipped, so a manifest must name our ids)")
+                f"data-01) nor in an imported pool (a task_pool.json written by `workbench collusion "
+                f"import-tasks` beside the manifest or up to two folders above it)")
         if task_id in seen:
             raise SequenceFileError(f"{here}: task {task_id!r} already appears at {seen[task_id]} "
                                     f"(no task twice in a sequence)")
@@ -162,7 +163,10 @@ def _pair(ids: Any, where: str, task_type: Any, seen: dict[str, str], groups: di
 
 
 def _ALL_TASKS() -> dict[str, Task]:
-    return {tid: t for family in _FAMILY_TASKS.values() for tid, t in family.items()}
+    from . import imported
+
+    own = {tid: t for family in _FAMILY_TASKS.values() for tid, t in family.items()}
+    return {**own, **imported.imported_tasks()}
 
 
 def _rep_sequence(doc: Any, where: str) -> list[EpisodeTasks]:
@@ -231,8 +235,14 @@ def _record_sequences(doc: Any, where: str) -> list[list[EpisodeTasks]]:
 
 def load_sequence_file(path: str | Path) -> list[list[EpisodeTasks]]:
     """The sequences of a manifest in the source study's format (a folder, its record file, or one rep file),
-    validated; SequenceFileError names the file and field of the first problem."""
+    validated; SequenceFileError names the file and field of the first problem. A manifest inside an
+    imported pool (``task_pool.json`` beside it or up to two folders above) may name that pool's ids."""
+    from . import imported
+
     p = Path(path)
+    pool = imported.find_pool(p) if p.exists() else None
+    if pool is not None:
+        imported.register_pool(pool)
     if p.is_dir():
         record = p / RECORD_NAME
         if record.is_file():
