@@ -10,7 +10,8 @@ the store log built in C:
 
 A change that means to change the records rewrites it the same way (and says so in
 its commit): rewritten when world records gained ``design`` (the cell's fingerprint), and when cells
-gained ``signal_roles`` and ``request_path`` and worlds the metric ``signalled_note`` (issue 38)."""
+gained ``signal_roles`` and ``request_path`` and worlds the metric ``signalled_note`` (issue 38), and
+when cells gained ``actions`` and ``prompt_cache`` (issue 40)."""
 from __future__ import annotations
 
 import json

@@ -414,3 +414,60 @@ def test_cell_ids_at_the_default_interface_are_those_recorded_before_it() -> Non
               if k not in ("actions", *StigmergyCell.HASH_OMITS_DEFAULT)}
     assert cell_hash(cell) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:10]
     assert cell_hash(cell.model_copy(update={"actions": "tools"})) != cell_hash(cell)
+
+
+# -- the report's attrition by shape, and each cell's design (rows.py and the kind's unrendered_templates) --
+def test_attrition_by_shape_counts_tool_replies(tools_run) -> None:
+    from workbench.metrics.design import design_of_records
+    from workbench.worlds.stigmergy.frames import reply_frame, validity_frame
+    from workbench.worlds.stigmergy.tables import attrition_table
+
+    t = attrition_table(validity_frame(tools_run), reply_frame(tools_run), design_of_records(tools_run))
+    model = {w["cell_id"]: w["cell"]["model"] for w in tools_run.worlds}
+    rows = {model[r["cell_id"]]: r for r in t.to_dict("records")}
+    for r in rows.values():  # a valid call is never counted as an empty or JSON-text reply
+        assert not any(r[f"{p}: {s}"] for p in ("strict", "lenient")
+                       for s in ("empty", "bad JSON", "fenced", "prose-wrapped", "several objects"))
+    assert rows["sim/multi-object"]["strict: several calls"] > 0 == rows["sim/multi-object"]["lenient: several calls"]
+    assert rows["sim/fencer"]["strict: no call"] > 0 == rows["sim/fencer"]["lenient: no call"]
+    scripted = {k: rows["scripted"][k] for k in rows["scripted"] if k.endswith(("call", "calls", "tool", "arguments"))}
+    assert scripted == {"strict: no call": 6, "strict: several calls": 6, "strict: unknown tool": 6,
+                        "strict: bad arguments": 6, "lenient: no call": 0, "lenient: several calls": 0,
+                        "lenient: unknown tool": 6, "lenient: bad arguments": 6}, scripted
+    assert rows["sim/diligent"]["invalid replies (strict)"] == 0
+
+
+def test_a_cells_design_holds_only_its_own_interface(tmp_path: Path) -> None:
+    from workbench.design import cell_designs
+
+    study = make_study(tmp_path, [{"model": "sim/diligent"}, {"model": "sim/diligent", "actions": "tools"}])
+    text, tools = (cell_designs(study)[c.cell_id] for c in study.cells)
+    assert "template system.txt" in text.parts and "template system_tools.txt" not in text.parts
+    assert "template system_tools.txt" in tools.parts and "template ops/list.txt" not in tools.parts
+    assert not [p for p in text.parts if p.startswith(("template tools/", "template ops_tools/"))]
+
+
+def test_prompt_cache_off_reaches_every_real_agents_client_and_is_recorded_in_the_cell():
+    """prompt_cache is a cell factor (issue 40): off goes to each agent's client as an option,
+    auto (the default) sends nothing, so the client follows its catalogue entry."""
+    import asyncio
+
+    from tests.conftest import PROMPTS
+    from workbench.models.factory import make_client
+    from workbench.templates import template_set
+    from workbench.worlds.stigmergy.spec import StigmergyCell
+    from workbench.worlds.stigmergy.world import StigmergyWorld
+
+    seen: list[dict] = []
+
+    def factory(route, slot, seed, options):  # noqa: ANN001, ANN202
+        seen.append(dict(options))
+        return make_client(route, seed=seed, **{k: v for k, v in options.items() if k != "prompt_cache"})
+
+    for value, expected in (("off", "off"), ("auto", None)):
+        seen.clear()
+        cell = StigmergyCell(model="sim/diligent", prompt_cache=value)
+        world = StigmergyWorld(cell, world_id="w", seed=1, templates=template_set(PROMPTS), client_factory=factory)
+        asyncio.run(world.run())
+        assert len(seen) == 4 and all(o.get("prompt_cache") == expected for o in seen)
+    assert StigmergyCell().model_dump()["prompt_cache"] == "auto"

@@ -70,12 +70,14 @@ class StigmergyKind(WorldKind):
 
     def unrendered_templates(self, cell: StigmergyCell) -> set[str]:
         """What workbench.worlds.stigmergy.prompts never renders for this cell: the other
-        persistence clauses, the namespaced paragraph outside the namespaced condition, and the
+        action interface's templates, the other persistence clauses, the namespaced paragraph outside the namespaced condition, and the
         reader-told sentence where readers are not told or there is no store."""
+        from workbench.worlds.stigmergy.prompts import interface_unrendered
         from workbench.worlds.stigmergy.spec import CLAUSES
         from workbench.worlds.stigmergy.tasks import PAIR_FORMS
 
         out = {f"persistence/{c}.txt" for c in CLAUSES if c != cell.clauses}
+        out |= interface_unrendered(cell.actions)  # the other action interface's templates
         if cell.condition != "namespaced":
             out.add("namespaced_paragraph.txt")
         if cell.reader_signal != "told" or cell.condition == "no-store":

@@ -36,9 +36,12 @@ def print_world(records: RunRecords, world_id: str, out: TextIO, *, full: bool =
             out.write(f"{head} FAILED CALL: {s['reply'].get('error')}\n")
             continue
         shape = s["parse"]["shape"]
-        tags = [k for k in ("fenced", "prose_wrapped", "multi_object") if shape.get(k)]
+        tags = [k for k in ("fenced", "prose_wrapped", "multi_object", "no_call", "multi_call", "unknown_tool",
+                            "bad_args") if shape.get(k)]
         if not s["valid"]:
-            out.write(f"{head} INVALID ({s['parse'][w['cell']['parser']]['error']}) reply={_short(s['reply']['text'])}\n")
+            calls = "".join(f" call={c.get('name')}({_short(c.get('arguments'))})" for c in s["reply"].get("tool_calls") or [])
+            out.write(f"{head} INVALID ({s['parse'][w['cell']['parser']]['error']}) reply={_short(s['reply']['text'])}"
+                      f"{calls}\n")
             continue
         op, eff = s["op"], s["effect"] or {}
         kind = op["op"]
@@ -60,6 +63,8 @@ def print_world(records: RunRecords, world_id: str, out: TextIO, *, full: bool =
         out.write(f"{head} {desc}{'  {' + ','.join(tags) + '}' if tags else ''}\n")
         if full:
             out.write(f"      reply: {_short(s['reply']['text'], 200)}\n")
+            for c in s["reply"].get("tool_calls") or []:
+                out.write(f"      call: {c.get('name')}({_short(c.get('arguments'), 200)})\n")
     m = w.get("metrics") or {}
     if m:
         names = ("cross_agent_access", "strict_cross_agent_access", "joint_success", "pair_write",

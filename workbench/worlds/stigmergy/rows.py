@@ -124,11 +124,17 @@ def reply_rows(w: dict[str, Any], steps: list[dict[str, Any]]) -> list[tuple[Any
     """One world's rows of :func:`frames.reply_frame`."""
     ops = tuple(w.get("allowed_ops") or ())
     cell_id, world_id = w["cell_id"], w["world_id"]
+    tools = (w.get("cell") or {}).get("actions") == "tools"  # its replies are tool calls (issue 40)
     rows = []
     for s in steps:
         if s.get("parse") is None:
             continue
-        strict, lenient = invalid_shapes(s["reply"].get("text") or "", ops)
+        if tools:
+            from workbench.worlds.stigmergy.parsing import tool_invalid_shapes
+
+            strict, lenient = tool_invalid_shapes(s["reply"], ops)
+        else:
+            strict, lenient = invalid_shapes(s["reply"].get("text") or "", ops)
         rows.append((cell_id, world_id, s["agent"], strict, lenient))
     return rows
 

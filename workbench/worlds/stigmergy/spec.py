@@ -34,7 +34,7 @@ class StigmergyCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # factors added after cells were first recorded: left out of the cell id at their default
     HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("vocabulary", "reader_signal", "pairs", "solos", "signal_roles",
-                                                      "request_path", "actions")
+                                                      "request_path", "actions", "prompt_cache")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim/diligent", description="route for every role without an override")
     agents: dict[str, AgentOverride] = Field(
@@ -56,6 +56,10 @@ class StigmergyCell(BaseModel):
         None, description="the roles reader_signal reaches (default: every role). E.g. [pair_a]: one writer is told "
                           "or shown receipts while its reader and the solos see exactly the reference prompts, so "
                           "a contrast on reader_signal changes what the writer knows and nothing else")
+    prompt_cache: Literal["auto", "off"] = Field(
+        "auto", description="auto: each real route caches its stable prefix as its catalogue entry says (Anthropic: "
+                            "cache breakpoints; OpenAI, Gemini: automatic); off: no breakpoints, so a study can "
+                            "measure what caching changes. Simulated agents have no cache: nothing changes for them")
     request_path: str = Field(
         "direct", pattern=r"^[A-Za-z0-9_.-]+$",
         description="how requests reach each model: direct (the catalogue entry's own way) or a path its entry "

@@ -111,6 +111,8 @@ class StigmergyWorld:
                 options["latency_s"] = override.latency_s
             if cell.request_path != "direct":
                 options["request_path"] = cell.request_path
+            if cell.prompt_cache != "auto":
+                options["prompt_cache"] = cell.prompt_cache
             # the agent's seed names its slot and model, never the request path: two paths, one disposition
             client = client_factory(route, slot, derive_seed(seed, "agent", slot, route), options)
             messages = P.opening(templates, cell, task)
