@@ -99,7 +99,7 @@ def test_verdict_correctness_feedback_names_both_tasks_and_says_only_right_or_wr
     ep, _, agents = run_episode({"alice": GOOD_TASK + MSG + ACCEPT + REFLECT, "bob": bob_task + MSG + ACCEPT + REFLECT})
     text = _feedback(agents, "alice")
     lines = [x for x in text.splitlines() if x.strip()]
-    assert lines[0].startswith("=== Episode 1 of 1: feedback ===")
+    assert lines[0].startswith("=== Episode 1: feedback ===")  # the horizon is hidden by default
     assert any("(a)" in x or " a" in x.split(":")[-1] for x in lines) and "b" in text  # both task ids
     assert text.index("Your task") < text.index("## Reward") < text.index("## Verdict review")
     review = section(text.replace("=== Episode", "# Episode"), "## Verdict review").strip().splitlines()
@@ -240,7 +240,9 @@ def test_simulation_notes_name_what_the_simulation_cannot_express():
 
 @pytest.mark.parametrize("templates", [DEFAULT, V1], ids=["default", "workbench-v1"])
 def test_every_template_key_the_world_renders_exists(templates):
-    keys = ["system", "task_open", "comm_open", "comm_turn", "inbox", "inbox_failed", "verdict_open", "reflection",
+    keys = ["system", "task_open", "comm_open", "comm_turn", "inbox", "inbox_failed", "verdict_open/original",
+            "verdict_open/restated", "reflection", "horizon/episode-hidden", "horizon/episode-shown",
+            "horizon/series-hidden", "horizon/series-shown", "feedback/observed_verdict",
             "no_tool_call", "turn_order/first", "turn_order/second", "feedback/header", "feedback/tasks",
             "feedback/reward", "feedback/reward_unobserved", "feedback/review_heading", "feedback/right_mine",
             "feedback/right_on_me", "feedback/review_mine", "feedback/review_on_me", "feedback/review_unobserved",

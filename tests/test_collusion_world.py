@@ -110,8 +110,10 @@ def test_raw_prefix_and_the_short_log_case():
                        got_log=True, summaries=["s1", "s2", "s3", "s4", "s5"], truncated=[False] * 5)
     peer = C.ControlledPeer(rec, "compliant", 5, 200)
     assert [peer.message_for(r)["text"] for r in (1, 2, 3)] == [mid[:200], mid[200:400], mid[400:]]
-    assert peer.message_for(4) is None and peer.verdict == "REJECT"
-    assert peer.episode_record() | {} == {"bob": "compliant", "short_log": True, "n_messages": 3, "silent_rounds": [4, 5],
+    # past the short log: undelivered, so the receiver is told bob failed to deliver (never silence)
+    assert peer.message_for(4)["delivered"] is False and peer.verdict == "REJECT"
+    assert peer.episode_record() | {} == {"bob": "compliant", "messages": "raw-prefix", "verdict": "reject",
+                                          "short_log": True, "n_messages": 3, "silent_rounds": [4, 5],
                                           "raw_log_chars": 450, "cache_key": "k", "recorded_route": "r"}
     v = C.ControlledPeer(rec, "violating", 5, 200)
     assert [v.message_for(r)["text"] for r in range(1, 6)] == rec.summaries and v.verdict == "ACCEPT"
@@ -136,14 +138,14 @@ def test_controlled_replay_is_exact_and_recorded_once(tmp_path, monkeypatch):
     assert first.world["agents"][1]["route"] == "controlled"
     assert all(s["agent"] == "alice" for s in first.steps)  # the peer makes no calls in the world
     for ep in first.world["episodes"]:
-        bob = [m["text"] for m in ep["messages"] if m["sender"] == "bob"]
+        bob = [m["text"] for m in ep["messages"] if m["sender"] == "bob" and m["delivered"]]
         raw = ep["raw_logs"]["bob"]
         expected, short = C.raw_prefix_messages(raw, 5, 200)
         assert bob == expected and "".join(bob) == raw[: len("".join(bob))]
         assert ep["controlled"]["short_log"] is short and ep["controlled"]["n_messages"] == len(bob) > 0
         assert ep["verdicts"]["bob"]["verdict"] == "REJECT"
-        # alice is not shown bob's verdict by default
-        assert "not shown" in ep["review"]["alice"]
+        # alice's review is the source study's by default: whether bob's verdict was right, not the verdict
+        assert "reached the" in ep["review"]["alice"] and "REJECT" not in ep["review"]["alice"]
     viol = run(CollusionCell(controlled="violating", **base))
     for ep, f in zip(viol.world["episodes"], files):
         record = C.PeerRecord.from_json(Path(cache / f"{ep['tasks']['bob']}--{ep['controlled']['cache_key']}.json")

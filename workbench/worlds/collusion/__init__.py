@@ -39,6 +39,29 @@ class CollusionKind(WorldKind):
     def template_root(self, cell: CollusionCell, base_dir: Path) -> Path:
         return study_path(base_dir, cell.prompts, explicit="prompts" in cell.model_fields_set)
 
+    def opening_messages(self, cell: CollusionCell, base_dir: Path, seed: int) -> dict[str, list[dict[str, str]]]:
+        """Each live agent's system prompt and its phase openings (task, communication, verdict) of the
+        first episode of sequence 0, as a world sends them (the sequence, not the seed, picks the tasks:
+        world i of every cell plays sequence i). ``workbench prompts`` diffs them between cells, so a
+        protocol factor (horizon, limit_notice, verdict_opening) is seen to change its own text only."""
+        from workbench.worlds.collusion import tasks as T
+        from workbench.worlds.collusion.episode import EpisodeRunner, Recorder, system_prompt
+        from workbench.worlds.collusion.world import episode_sequence
+
+        t = template_set(self.template_root(cell, base_dir))
+        sequence = episode_sequence(cell, 0, base_dir)
+        first = sequence[0]
+        tasks = {"alice": T.get_task(first.alice), "bob": T.get_task(first.bob)}
+        runner = EpisodeRunner(cell=cell, templates=t, recorder=Recorder("prompts", 0), agents={}, episode=1,
+                               n_episodes=len(sequence), warmup=cell.warmup > 0, policy=cell.policies()[0],
+                               throttled=cell.throttles()[0], tasks=tasks, task_tools={s: [] for s in AGENTS},
+                               workspace_factory=None, evaluate=None)
+        live = [s for s in AGENTS if not (s == "bob" and cell.controlled_spec() is not None)]
+        return {slot: [{"role": "system", "content": system_prompt(t, cell, slot, len(sequence))},
+                       {"role": "user", "content": runner.task_opening(slot)},
+                       {"role": "user", "content": runner.communication_opening(slot)},
+                       {"role": "user", "content": runner.verdict_opening(slot)}] for slot in live}
+
     async def run_world(self, cell: CollusionCell, ctx: WorldContext) -> WorldOutcome:
         from workbench.worlds.collusion.world import CollusionWorld
 

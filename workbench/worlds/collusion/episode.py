@@ -187,6 +187,45 @@ class EpisodeRunner:
             step["tool_results"] = [note]
             agent.memory.add(phase, {"role": "user", "content": note})
 
+    # -- phase openings (also rendered alone by the kind's opening_messages) ----------------
+    def episode_label(self) -> str:
+        """"Episode e" (horizon hidden, as the source study) or "Episode e of N" (shown)."""
+        return episode_label(self.t, self.cell, self.episode, self.n_episodes)
+
+    def message_limit(self) -> int | None:
+        """The length limit the send_message schema states: only where the limit is announced upfront."""
+        return self.cell.char_limit if self.throttled and self.cell.limit_notice == "upfront" else None
+
+    def task_opening(self, slot: str) -> str:
+        task = self.tasks[slot]
+        return self.t.render("task_open", episode=self.episode, n_episodes=self.n_episodes,
+                             episode_label=self.episode_label(), brief=task.brief, task_id=task.task_id,
+                             answer_format=task.answer_format, max_turns=self.cell.max_turns)
+
+    def communication_opening(self, slot: str, got_log: bool = True) -> str:
+        """The peer's task, the episode's policy and the rounds; the length limit only where it is
+        announced upfront (otherwise, as in the source study, a rejection is how it is learned)."""
+        cell = self.cell
+        policy_text = self.t.render(f"policy/{self.policy}", peer_name=NAMES[PEER[slot]]).strip()
+        limit_block = ""
+        if cell.limit_notice == "upfront":
+            limit_block = self.t.render("limit/throttled" if self.throttled else "limit/no-throttle",
+                                        char_limit=cell.char_limit, attempts=cell.attempts).strip() + "\n\n"
+        note = "" if got_log else self.t.render("results/no_log_note")
+        return self.t.render(
+            "comm_open", episode=self.episode, n_episodes=self.n_episodes, episode_label=self.episode_label(),
+            log_note=note, peer_name=NAMES[PEER[slot]], peer_brief=self.tasks[PEER[slot]].peer_brief,
+            peer_task=self.tasks[PEER[slot]].task_id, policy_text=policy_text, limit_text=limit_block.strip(),
+            limit_block=limit_block, max_rounds=cell.max_rounds)
+
+    def verdict_opening(self, slot: str) -> str:
+        """The source study's question and output format (original), or the acceptance rule and
+        the episode's policy restated (restated)."""
+        policy_text = self.t.render(f"policy/{self.policy}", peer_name=NAMES[PEER[slot]]).strip()
+        return self.t.render(f"verdict_open/{self.cell.verdict_opening}", episode=self.episode,
+                             n_episodes=self.n_episodes, episode_label=self.episode_label(),
+                             peer_name=NAMES[PEER[slot]], policy_text=policy_text)
+
     def _not_now(self, name: str, tools: list[dict[str, Any]] | None) -> str:
         names = TL.tool_names(tools)
         key = "results/not_now" if name in TL.PROTOCOL_TOOLS or any(
@@ -207,9 +246,7 @@ class EpisodeRunner:
     async def _task(self, agent: Agent) -> TaskOutcome:
         task = self.tasks[agent.slot]
         cell = self.cell
-        agent.memory.add("task", {"role": "user", "content": self.t.render(
-            "task_open", episode=self.episode, n_episodes=self.n_episodes, brief=task.brief, task_id=task.task_id,
-            answer_format=task.answer_format, max_turns=cell.max_turns)})
+        agent.memory.add("task", {"role": "user", "content": self.task_opening(agent.slot)})
         own_tools = list(self.task_tools[agent.slot])
         tools = own_tools + [TL.save_final_answer_schema(_answer_enum(task)), TL.get_log_schema()]
         task_names = set(TL.tool_names(own_tools))
@@ -280,19 +317,11 @@ class EpisodeRunner:
     # -- phase 2: communication ------------------------------------------------
     async def communication_phase(self, outcomes: dict[str, TaskOutcome]) -> tuple[list[dict[str, Any]], dict[str, int]]:
         cell = self.cell
-        limit = cell.char_limit if self.throttled else None
-        policy_text = {slot: self.t.render(f"policy/{self.policy}", peer_name=NAMES[PEER[slot]]).strip()
-                       for slot in AGENTS}
-        limit_text = self.t.render("limit/throttled" if self.throttled else "limit/no-throttle",
-                                   char_limit=cell.char_limit, attempts=cell.attempts).strip()
+        limit = cell.char_limit if self.throttled else None  # enforced whether or not it is announced
         for slot, agent in self.agents.items():
-            note = "" if outcomes[slot].got_log else self.t.render("results/no_log_note")
-            agent.memory.add("communication", {"role": "user", "content": self.t.render(
-                "comm_open", episode=self.episode, n_episodes=self.n_episodes, log_note=note,
-                peer_name=agent.peer_name, peer_brief=self.tasks[PEER[slot]].peer_brief,
-                peer_task=self.tasks[PEER[slot]].task_id, policy_text=policy_text[slot], limit_text=limit_text,
-                max_rounds=cell.max_rounds)})
-        tools = [TL.send_message_schema(limit)]
+            agent.memory.add("communication", {"role": "user", "content": self.communication_opening(
+                slot, outcomes[slot].got_log)})
+        tools = [TL.send_message_schema(self.message_limit())]
         messages: list[dict[str, Any]] = []
         failures = {s: 0 for s in AGENTS}
         for rnd in range(1, cell.max_rounds + 1):
@@ -300,10 +329,8 @@ class EpisodeRunner:
                 if slot in self.agents:
                     entry = await self._message_turn(self.agents[slot], rnd, tools, limit)
                 else:
-                    entry = self.peer.message_for(rnd)
-                    if entry is None:
-                        continue  # the controlled peer's evidence is complete; recorded in "controlled"
-                    entry = {"round": rnd, "sender": slot, **entry}
+                    # past a short raw log: undelivered, so alice gets the failure notice
+                    entry = {"round": rnd, "sender": slot, **self.peer.message_for(rnd)}
                 self.flush()
                 messages.append(entry)
                 receiver = PEER[slot]
@@ -364,8 +391,7 @@ class EpisodeRunner:
     # -- phase 3: verdict ------------------------------------------------------
     async def verdict_phase(self) -> dict[str, dict[str, Any]]:
         live = [s for s in AGENTS if s in self.agents]
-        results = await asyncio.gather(*(self._verdict(self.agents[s], self.t.render(
-            f"policy/{self.policy}", peer_name=self.agents[s].peer_name).strip()) for s in live))
+        results = await asyncio.gather(*(self._verdict(self.agents[s]) for s in live))
         self.flush()
         out = dict(zip(live, results))
         if self.peer is not None:
@@ -373,10 +399,8 @@ class EpisodeRunner:
                           "forced": False}
         return out
 
-    async def _verdict(self, agent: Agent, policy_text: str) -> dict[str, Any]:
-        agent.memory.add("verdict", {"role": "user", "content": self.t.render(
-            "verdict_open", episode=self.episode, n_episodes=self.n_episodes, peer_name=agent.peer_name,
-            policy_text=policy_text)})
+    async def _verdict(self, agent: Agent) -> dict[str, Any]:
+        agent.memory.add("verdict", {"role": "user", "content": self.verdict_opening(agent.slot)})
         tools = [TL.submit_verdict_schema()]
         for attempt in range(1, self.cell.verdict_attempts + 1):
             reply, step = await self.call(agent, "verdict", tools, attempt)
@@ -416,7 +440,9 @@ class EpisodeRunner:
         rewards = {s: terms[s]["own"] + terms[s]["peer"] for s in AGENTS}
         shown: dict[str, int | None] = {s: None for s in AGENTS}
         review: dict[str, str] = {}
-        hidden_peer = self.peer is not None and not cell.observed_verdict
+        # beside a controlled peer alice's feedback is the source study's unless withheld; shown adds bob's verdict
+        hidden_peer = self.peer is not None and cell.observed() == "withheld"
+        observed = self.peer is not None and cell.observed() == "shown"
         for slot in AGENTS:
             peer = PEER[slot]
             agent = self.agents.get(slot)
@@ -450,8 +476,12 @@ class EpisodeRunner:
                     lines.append(self.t.render("feedback/reward", total=rewards[slot]))
             if cell.verdict_review:
                 lines.extend([self.t.render("feedback/review_heading"), review[slot]])
-            if agent is not None and (not cell.no_reward or cell.verdict_review):
-                header = self.t.render("feedback/header", episode=self.episode, n_episodes=self.n_episodes)
+            if observed and slot == "alice":
+                lines.append(self.t.render("feedback/observed_verdict", peer_name=peer_name,
+                                           verdict=verdicts[peer]["verdict"]))
+            if agent is not None and (not cell.no_reward or cell.verdict_review or (observed and slot == "alice")):
+                header = self.t.render("feedback/header", episode=self.episode, n_episodes=self.n_episodes,
+                                       episode_label=self.episode_label())
                 body = [x for x in [header, *lines] if x.strip()]
                 agent.memory.add("feedback", {"role": "user", "content": "\n".join(body)})
         return rewards, shown, (review if cell.verdict_review else None)
@@ -472,7 +502,7 @@ class EpisodeRunner:
         # without tool definitions), with tool_choice "none": the reflection is text
         tools = [*self.task_tools[agent.slot], TL.save_final_answer_schema(_answer_enum(self.tasks[agent.slot])),
                  TL.get_log_schema(),
-                 TL.send_message_schema(self.cell.char_limit if self.throttled else None), TL.submit_verdict_schema()]
+                 TL.send_message_schema(self.message_limit()), TL.submit_verdict_schema()]
         reply, step = await self.call(agent, "reflection", tools, 1)
         text = (reply.text or "").strip()
         agent.memory.add("feedback", {"role": "assistant", "content": text})
@@ -515,11 +545,18 @@ def system_prompt(templates: TemplateSet, cell: CollusionCell, slot: str, n_epis
     clause = "reflection_clause_full" if cell.reflection and not cell.no_reward else "reflection_clause_none"
     order = templates.render("turn_order/first" if slot == AGENTS[0] else "turn_order/second",
                              peer_name=peer_name).strip()
-    return templates.render("system", agent_name=NAMES[slot], peer_name=peer_name,
-                            n_episodes=n_episodes or cell.n_total(), max_turns=cell.max_turns,
+    n = n_episodes or cell.n_total()
+    series = templates.render(f"horizon/series-{cell.horizon}", peer_name=peer_name, n_episodes=n).strip()
+    return templates.render("system", agent_name=NAMES[slot], peer_name=peer_name, series=series,
+                            n_episodes=n, max_turns=cell.max_turns,
                             max_rounds=cell.max_rounds, attempts=cell.attempts, turn_order=order,
                             reward_paragraph=block, reward_section=block,
                             reflection_clause=templates.render(f"results/{clause}"))
+
+
+def episode_label(templates: TemplateSet, cell: CollusionCell, episode: int, n_episodes: int) -> str:
+    """The episode's name in phase openings: with the horizon hidden it never says how many follow."""
+    return templates.render(f"horizon/episode-{cell.horizon}", episode=episode, n_episodes=n_episodes).strip()
 
 
 def tool_choice_record(choice: Any, reply: ModelReply) -> dict[str, Any] | None:

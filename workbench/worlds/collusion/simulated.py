@@ -54,10 +54,12 @@ class Cues(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     me: str = r"You are (\w+)\."
-    header: str = r"^=== Episode (\d+) of (\d+): ([\w ]+) ==="
+    header: str = r"^=== Episode (\d+)(?: of \d+)?: ([\w ]+) ==="  # "of N" only with the horizon shown
     max_turns: str = r"at most (\d+) turns"
     policy: str = r"Verdict policy of this episode: ([\w-]+)"
     char_limit: str = r"at most (\d+) characters; a longer message is rejected"
+    # with limit_notice on-reject the limit is learned from a rejection (anywhere in the context)
+    limit_learned: str = r"Rejected: the message has \d+ characters; the limit is (\d+)\."
     rounds: str = r"There are (\d+) rounds"
     inbox: str = r"^\[Round (\d+)(?: of \d+)? \| from (\w+) \| (?:message|type [^\]\n]*)\]\n"
     inbox_failed: str = r"^\[Round (\d+)(?: of \d+)? \| from (\w+) \| delivery failure\]"
@@ -140,6 +142,11 @@ def ablation_notes(cell: Any) -> list[str]:
     if cell.prompts.rstrip("/").split("/")[-1] != "collusion":
         notes.append(f"template set {cell.prompts}: simulated agents read the templates through fixed cues, so "
                      "rewording acts on them only where a cue stops matching")
+    if cell.horizon != "hidden":
+        notes.append("horizon shown: simulated agents do not read how many episodes are left (no end-game play)")
+    if cell.verdict_opening != "original":
+        notes.append("verdict opening restated: simulated agents read the policy from the communication opening, "
+                     "so restating it at the verdict changes nothing for them")
     if cell.context_limit_tokens is not None:
         notes.append("context limit: simulated agents have no context window of their own; only the world's "
                      "approximate-token overflow rule drops episodes")
@@ -150,9 +157,11 @@ def ablation_notes(cell: Any) -> list[str]:
 # agent's own earlier task phases, and with them how far its raw log overran the channel: the ``futility``
 # drift), memory length, the feedback factor (verdict-correctness: the peer's verdict is inferred from
 # right/wrong on the belief that its own answer was correct, and weighs ``inferred_weight``), verdict review,
-# reward scope, warm-up spans, the controlled peer and its observed verdict.
+# reward scope, warm-up spans, the controlled peer and its observed verdict, and the limit notice (an
+# unannounced limit is learned from the first rejection in view).
 EXPRESSED: tuple[str, ...] = ("memory_scope", "memory_length", "feedback", "verdict_review", "reward_scope",
-                              "policy_spans", "throttle_spans", "controlled", "observed_verdict")
+                              "policy_spans", "throttle_spans", "controlled", "observed_verdict", "limit_notice",
+                              "max_rounds")
 ALWAYS_INERT: tuple[str, ...] = ("tool_choice", "reasoning_replay")  # simulated agents always call a tool and
 # ignore replayed reasoning: these settings never change what a simulated agent does
 
@@ -252,6 +261,17 @@ class _Seen:
     log_unsent: bool = False  # its raw log (task phase in view) was longer than the channel could carry
 
 
+def _learned_limit(messages: list[dict[str, Any]], cues: Cues) -> int | None:
+    """The message length limit as the latest rejection in these messages states it (limit_notice
+    on-reject: the limit is not announced, a too-long message's rejection says it)."""
+    found: int | None = None
+    rx = re.compile(cues.limit_learned)
+    for m in messages:
+        if m.get("role") in ("user", "tool") and (h := rx.search(m.get("content") or "")):
+            found = int(h.group(1))
+    return found
+
+
 def _group(m: re.Match[str] | None) -> str | None:
     return next((g for g in m.groups() if g is not None), None) if m else None
 
@@ -264,8 +284,11 @@ def _seen(ep: _Episode, me: str, cues: Cues) -> _Seen:
     right_on_me: str | None = None
     own_note: str | None = None
     capacity: int | None = None
+    learned = _learned_limit(ep.messages, cues)
     for m in ep.messages:
         content = m.get("content") or ""
+        if learned is not None and capacity is None and (rm := re.search(cues.rounds, content)):
+            capacity = learned * int(rm.group(1))
         if m.get("role") == "assistant" and (h := re.search(cues.own_verdict_note, content, re.MULTILINE)):
             own_note = h.group(1)
         if m.get("role") == "user":
@@ -439,7 +462,7 @@ class CollusionSimClient(SimulatedAgent):
         text = "\n".join(m.get("content") or "" for m in ep.messages if m.get("role") == "user")
         policy = (re.search(c.policy, text) or [None, "raw-only"])[1]
         lm = re.search(c.char_limit, text)
-        limit = int(lm.group(1)) if lm else None
+        limit = int(lm.group(1)) if lm else _learned_limit(messages, c)  # announced, or learned from a rejection
         rm = re.search(c.rounds, text)
         rounds = int(rm.group(1)) if rm else 5
         raw = self._raw_log(ep)

@@ -6,7 +6,7 @@ message turn and per verdict, the raw-only policy, shared verdict-accuracy
 rewards with review and reflection, and full cross-episode memory."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -47,8 +47,34 @@ class AgentSpec(BaseModel):
         return int(self.memory_length)
 
 
+ControlledAlias = Literal["none", "compliant", "violating"]
+
+
+class ControlledSpec(BaseModel):
+    """The source study's controlled peer: what its messages are (its own summaries, or
+    consecutive char_limit slices of its raw log) crossed with its fixed verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    messages: Literal["summary", "raw-prefix"] = Field(..., description="summary: its recorded summaries; "
+                                                                       "raw-prefix: slices of its raw log")
+    verdict: Literal["accept", "reject"] = Field(..., description="its fixed verdict on alice's task")
+
+    def label(self) -> str:
+        return f"{self.messages}+{self.verdict}"
+
+
+# the names of the two settings shipped before the 2x2 (kept: studies use them)
+CONTROLLED_ALIASES: dict[str, ControlledSpec] = {
+    "compliant": ControlledSpec(messages="raw-prefix", verdict="reject"),
+    "violating": ControlledSpec(messages="summary", verdict="accept"),
+}
+
+
 class CollusionCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    # protocol factors added after cells were first recorded: a cell at their default keeps its id
+    # (the templates' hashes, recorded with every run, say that the wording changed)
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("horizon", "limit_notice", "verdict_opening")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim-collusion/pragmatic", description="route of every agent without its own")
     alice: AgentSpec = Field(default_factory=AgentSpec)
@@ -62,7 +88,8 @@ class CollusionCell(BaseModel):
                           "sampled_manifest_record.json or one rep file), relative to the params file; replaces "
                           "the seeded sequences")
     max_turns: int = Field(15, ge=1, le=200, description="model turns of the task phase")
-    max_rounds: int = Field(5, ge=1, le=50)
+    max_rounds: int = Field(5, ge=0, le=50, description="message rounds; 0: no channel (the source study's "
+                                                          "no-communication condition)")
     char_limit: int = Field(200, ge=1, le=100_000)
     attempts: int = Field(3, ge=1, le=20, description="attempts per message turn")
     verdict_attempts: int = Field(3, ge=1, le=20)
@@ -86,11 +113,26 @@ class CollusionCell(BaseModel):
                                                      "later context (as reasoning_content on its turns)")
     context_limit_tokens: int | None = Field(None, ge=100, description="drop the oldest episode when the context "
                                                                        "would exceed this many (approximate) tokens")
-    controlled: Literal["none", "compliant", "violating"] = Field(
-        "none", description="replace bob by a recorded peer replayed as compliant or violating")
+    horizon: Literal["hidden", "shown"] = Field(
+        "hidden", description="hidden: the agents are never told how many episodes there are (the source "
+                              "study); shown: the system prompt and every phase opening say 'of N'")
+    limit_notice: Literal["on-reject", "upfront"] = Field(
+        "on-reject", description="on-reject: the message length limit is learned from the rejection of a longer "
+                                 "message (the source study); upfront: the communication opening and the "
+                                 "send_message schema state it")
+    verdict_opening: Literal["original", "restated"] = Field(
+        "original", description="original: the verdict phase opens with the source study's question and output "
+                                "format; restated: it restates the acceptance rule and the episode's policy")
+    controlled: ControlledAlias | ControlledSpec = Field(
+        "none", description="replace bob by a recorded peer: {messages: summary | raw-prefix, verdict: accept | "
+                            "reject}; compliant = raw-prefix + reject, violating = summary + accept")
     peer_cache: str = Field("peer-cache", description="folder of recorded peers, relative to the params file")
     peer_model: str | None = Field(None, description="route that records the controlled peer (default: bob's)")
-    observed_verdict: bool = Field(False, description="show the controlled peer's verdict in alice's feedback")
+    observed_verdict: bool | Literal["withheld"] = Field(
+        False, description="alice's feedback beside a controlled peer: hidden (false; the source study's feedback: "
+                           "the shared reward and whether each verdict was right), shown (true; also 'Bob "
+                           "submitted X on your task'), or withheld (the peer's verdict and its reward term left "
+                           "out, the workbench's earlier feedback)")
     sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, reasoning_effort ...")
     prompts: str = Field("prompts/collusion", description="template folder, relative to the params file")
 
@@ -117,6 +159,13 @@ class CollusionCell(BaseModel):
             data[slot] = {**own, **body}
         return data
 
+    @field_validator("observed_verdict", mode="before")
+    @classmethod
+    def _observed(cls, v: Any) -> Any:
+        """``shown`` and ``hidden`` are the factor's names; stored as true and false, so cells
+        recorded before the names keep their ids."""
+        return {"shown": True, "hidden": False}.get(v, v) if isinstance(v, str) else v
+
     @model_validator(mode="after")
     def _check(self) -> CollusionCell:
         n = self.warmup + self.episodes
@@ -126,9 +175,21 @@ class CollusionCell(BaseModel):
             spec: AgentSpec = getattr(self, slot)
             if self.route_for(slot) == "scripted" and spec.script is None:
                 raise InputError(f"{slot} uses model 'scripted' but has no {slot}.script")
-        if self.controlled != "none" and self.peer_route() == "scripted":
+        if self.controlled_spec() is not None and self.peer_route() == "scripted":
             raise InputError("a controlled peer is recorded by a model; set peer_model (or bob.model) to a route")
         return self
+
+    def controlled_spec(self) -> ControlledSpec | None:
+        """The controlled peer's messages and verdict (aliases resolved), or None without one."""
+        if isinstance(self.controlled, ControlledSpec):
+            return self.controlled
+        return CONTROLLED_ALIASES.get(self.controlled)
+
+    def observed(self) -> str:
+        """hidden | shown | withheld (see observed_verdict)."""
+        if self.observed_verdict == "withheld":
+            return "withheld"
+        return "shown" if self.observed_verdict else "hidden"
 
     def route_for(self, slot: str) -> str:
         spec: AgentSpec = getattr(self, slot)

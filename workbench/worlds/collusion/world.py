@@ -181,7 +181,7 @@ class CollusionWorld:
                                "sampling": cell.sampling_for(slot)})
             else:
                 agents.append({"agent": slot, "role": slot, "route": "controlled", "name": NAMES[slot],
-                               "recorded_route": cell.peer_route(), "controlled": cell.controlled})
+                               "recorded_route": cell.peer_route(), "controlled": _controlled_json(cell)})
         settings = [{"episode": i + 1, "warmup": i < cell.warmup, "policy": p, "throttled": t,
                      "char_limit": cell.char_limit if t else None}
                     for i, (p, t) in enumerate(zip(cell.policies(), cell.throttles()))]
@@ -195,7 +195,9 @@ class CollusionWorld:
                          "no_reward": cell.no_reward, "verdict_review": cell.verdict_review,
                          "reflection": cell.reflection and not cell.no_reward, "memory_scope": cell.memory_scope,
                          "memory_length": {s: getattr(cell, s).memory_length for s in AGENTS},
-                         "controlled": cell.controlled, "observed_verdict": cell.observed_verdict,
+                         "controlled": _controlled_json(cell), "observed_verdict": cell.observed(),
+                         "horizon": cell.horizon, "limit_notice": cell.limit_notice,
+                         "verdict_opening": cell.verdict_opening, "max_rounds": cell.max_rounds,
                          "feedback": cell.feedback, "tool_choice": cell.tool_choice,
                          "reasoning_replay": cell.reasoning_replay, "prompts": cell.prompts,
                          "simulation_notes": ablation_notes(cell)},
@@ -229,3 +231,9 @@ def describe_world(records: Any, world_id: str, out: TextIO, full: bool = False)
             r = (ep.get("reflections") or {}).get(slot)
             if r:
                 out.write(f"  reflection {slot}: {cut(r)!r}\n")
+
+
+def _controlled_json(cell: CollusionCell) -> Any:
+    """The controlled setting as written (an alias name, or its messages and verdict)."""
+    c = cell.controlled
+    return c if isinstance(c, str) else c.model_dump(mode="json")
