@@ -57,6 +57,7 @@ class ImportedTask:
     spec: dict[str, Any]        # the manifest entry, resource path rewritten to the copy
     resource: Path              # the code file, source text or database of the copy
     truth: Any = field(default=None)  # "bug"/"no_bug", the reference ids, or the reference key rows
+    sha256: str = ""            # of the resource when it was loaded
 
 
 _REGISTRY: dict[str, ImportedTask] = {}
@@ -377,7 +378,7 @@ def load_index(index_path: Path) -> list[ImportedTask]:
             truth = [item["id"] for item in spec["reference_items"]]
         else:
             truth = _check_data(spec, resource, where + ".spec")
-        out.append(ImportedTask(_make_task(spec["task_id"], family, spec), spec, resource, truth))
+        out.append(ImportedTask(_make_task(spec["task_id"], family, spec), spec, resource, truth, row["sha256"]))
     return out
 
 
@@ -388,13 +389,20 @@ def register_pool(index_path: str | Path) -> list[str]:
     if str(path) not in _LOADED:
         for item in items:
             other = _REGISTRY.get(item.task.task_id)
-            if other is not None and other.resource != item.resource:
-                raise TaskPoolError(f"{path}: task id {item.task.task_id!r} is also in another imported pool "
-                                    f"({other.resource})")
+            if other is not None and _identity(other) != _identity(item):
+                raise TaskPoolError(f"{path}: task id {item.task.task_id!r} is also a different task of another "
+                                    f"imported pool ({other.resource}); one process plays one meaning of an id")
         for item in items:
             _REGISTRY[item.task.task_id] = item
         _LOADED.add(str(path))
     return [item.task.task_id for item in items]
+
+
+def _identity(item: ImportedTask) -> str:
+    """A task's content, wherever its copy lives: the same pool imported twice is one pool."""
+    spec = {k: v for k, v in item.spec.items() if k != RESOURCE_KEY[item.task.family]}
+    return json.dumps([item.task.family, spec, item.sha256 or _sha(item.resource)], sort_keys=True,
+                      ensure_ascii=False)
 
 
 def find_pool(path: str | Path) -> Path | None:
