@@ -271,5 +271,8 @@ def test_the_shipped_study_validates():
 
     study = load_study(ROOT / "params" / "collusion.yaml")
     labels = [c.label for c in study.cells]
-    assert len(labels) == 13 and labels[0] == "main"
+    assert len(labels) == 19 and labels[0] == "main"
     assert {"controlled compliant", "controlled violating", "memory none", "warm-up summary-allowed"} <= set(labels)
+    # issue 41: the controlled 2x2 complete, no communication, and one cell per protocol deviation
+    assert {"controlled summary reject", "controlled raw-prefix accept", "no communication", "horizon shown",
+            "limit upfront", "verdict opening restated"} <= set(labels)
