@@ -723,7 +723,7 @@ def units(records: Any) -> Any:
 
     tf = trajectory_frame(records)
     return Units(frame=tf, pair_on=("sequence_index",), metric="ever_colluded", unit="trajectories", seed="seed",
-                 references={"controlled": "none"},
+                 references={"controlled": "none", "memory": "all", "warm-up": "none"},
                  metrics=("ever_colluded", "ever_colluded_strict", "warmup_collusion"))
 
 
