@@ -376,16 +376,18 @@ def merged_design(design: Any) -> Any:
       ``N: <changed spans>``).
 
     Only the design the report compares on changes; the records and every cell's
-    settings stay as recorded."""
+    settings stay as recorded. A design that already has such a factor (a cell
+    field of that name) is left as it is."""
     from workbench.metrics.design import Design
 
     f = design.frame.copy()
-    if all(c in f for c in MEMORY_COLUMNS) and (f[MEMORY_COLUMNS[0]] == f[MEMORY_COLUMNS[1]]).all() \
+    if "memory" not in f and all(c in f for c in MEMORY_COLUMNS) \
+            and (f[MEMORY_COLUMNS[0]] == f[MEMORY_COLUMNS[1]]).all() \
             and f[MEMORY_COLUMNS[0]].nunique() > 1:
         f.insert(list(f.columns).index(MEMORY_COLUMNS[0]), "memory", f[MEMORY_COLUMNS[0]])
         f = f.drop(columns=list(MEMORY_COLUMNS))
     spans = [c for c in SPAN_COLUMNS if c in f]
-    if "warmup" in f and f["warmup"].nunique() > 1:
+    if "warm-up" not in f and "warmup" in f and f["warmup"].nunique() > 1:
         cold = f[f["warmup"].astype(str) == "0"]
         if len(cold) and all(cold[c].nunique() == 1 for c in spans):
             base = {c: cold[c].iloc[0] for c in spans}
