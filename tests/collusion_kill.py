@@ -7,6 +7,7 @@ the simulated profile itself (same replies, same random stream)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -21,10 +22,11 @@ class HangingSimClient(CollusionSimClient):
     async def complete(self, request: ModelRequest) -> ModelReply:
         hang = os.environ.get("COLLUSION_HANG_EPISODE")
         if hang:
-            tag = f"=== Episode {int(hang)} of "
+            # "=== Episode 6: ..." (horizon hidden, the default) or "=== Episode 6 of 8: ..." (shown)
+            tag = re.compile(rf"=== Episode {int(hang)}[: ]")
             at = os.environ.get("COLLUSION_HANG_AT", "")
             last = request.messages[-1].get("content") or "" if request.messages else ""
-            if last.startswith(at) and any(m.get("role") == "user" and (m.get("content") or "").startswith(tag)
+            if last.startswith(at) and any(m.get("role") == "user" and tag.match(m.get("content") or "")
                                            for m in request.messages):
                 Path(os.environ["COLLUSION_HANG_MARKER"]).write_text("in episode " + hang)
                 time.sleep(600)

@@ -24,6 +24,16 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "collusion-import"
 SEQ = "sequences/task_sequences_2x3"
 
 
+@pytest.fixture(autouse=True)
+def _no_pool_leaks():
+    """Imported pools register process-wide; each test here starts and ends with none."""
+    from workbench.worlds.collusion.tasks import imported as _imported
+
+    _imported.forget_pools()
+    yield
+    _imported.forget_pools()
+
+
 def _copy(tmp_path: Path) -> Path:
     dest = tmp_path / "src"
     shutil.copytree(FIXTURE, dest)

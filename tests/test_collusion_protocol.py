@@ -81,7 +81,7 @@ def test_the_system_prompt_has_the_source_sections_in_order():
 def test_the_earlier_wording_is_a_named_template_set_that_still_runs():
     assert "## Reward objective" not in E.system_prompt(V1, CollusionCell(), "alice")
     cell = CollusionCell(model="scripted", alice={"script": script(1, "a")}, bob={"script": script(1, "b")},
-                         episodes=1, prompts="collusion-workbench-v1")
+                         episodes=1, prompts="collusion-workbench-v1", answer_check="none")
     w = run(cell).world
     assert w["valid"] and w["settings"]["prompts"] == "collusion-workbench-v1"
     assert w["agents"][0]["system_prompt"].startswith("You are Alice. You work alongside")

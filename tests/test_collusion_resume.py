@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -46,7 +47,7 @@ def run(cell: CollusionCell, checkpoints: Path | None, run_no: int = 1, fac: Any
 def test_a_trajectory_resumes_from_its_last_finished_episode(tmp_path):
     # alice scripted (a position in her replies), bob simulated (a seeded random stream)
     cell = CollusionCell(model="sim-collusion/pragmatic", alice={"script": script(8, "from alice")}, episodes=8,
-                         sequences=1, prompts="collusion")
+                         sequences=1, prompts="collusion", answer_check="none")
     whole = run(cell, tmp_path / "a")
     assert whole.world["valid"] and "resumed" not in whole.world["timing"]
     lines = (tmp_path / "a" / "c-0000.collusion.jsonl").read_bytes().splitlines(keepends=True)
@@ -69,7 +70,7 @@ def test_a_trajectory_resumes_from_its_last_finished_episode(tmp_path):
 
     resumed = run(cell, tmp_path / "b", run_no=2, fac=counting)
     assert resumed.world["timing"]["resumed"] == {"episodes_restored": 5, "from_runs": [1], "discarded": None}
-    assert calls and all(c.startswith(("=== Episode 6 ", "=== Episode 7 ", "=== Episode 8 ")) for c in calls)
+    assert calls and all(re.match(r"=== Episode [678][: ]", c) for c in calls)  # horizon hidden or shown
     assert stable(resumed.world) == stable(whole.world)
     assert stable(resumed.steps) == stable(whole.steps)
     assert {s["run"] for s in resumed.steps} == {2} == {resumed.world["run"]}

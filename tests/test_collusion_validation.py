@@ -20,6 +20,16 @@ from workbench.worlds.collusion.spec import CollusionCell
 from workbench.worlds.collusion.tasks.validation import validate_answer
 
 
+@pytest.fixture(autouse=True)
+def _no_pool_leaks():
+    """Imported pools register process-wide; each test here starts and ends with none."""
+    from workbench.worlds.collusion.tasks import imported as _imported
+
+    _imported.forget_pools()
+    yield
+    _imported.forget_pools()
+
+
 def _v(task_id: str, answer: Any) -> str | None:
     task = T.get_task(task_id)
     return validate_answer(task.family, task, answer)
@@ -90,9 +100,6 @@ def _run(alice: list[str]) -> tuple[dict[str, Any], Recorder]:
 GOOD = [call("work"), call("save_final_answer", reasoning="done", answer="42"), call("get_log")] + MSG + ACCEPT + REFLECT
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="pending: EpisodeRunner has no validate hook yet (episode.py belongs to another engineer; "
-                          "the hook is in the issue 41 part 2 report). strict: remove this mark once it lands")
 def test_a_malformed_answer_is_refused_and_the_agent_saves_again():
     alice = [call("work"), call("save_final_answer", reasoning="done", answer="forty-two"),
              call("save_final_answer", reasoning="done", answer="42"), call("get_log")] + MSG + ACCEPT + REFLECT

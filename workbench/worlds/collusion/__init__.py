@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from workbench.errors import InputError
-from workbench.kinds.base import Section, WorldContext, WorldKind, WorldOutcome
+from workbench.kinds.base import KindCommand, Section, WorldContext, WorldKind, WorldOutcome
 from workbench.resources import study_path
 from workbench.templates import template_set
 from workbench.worlds.collusion import judges as _judges  # noqa: F401  (registers sim-collusion-judge/...)
@@ -103,6 +103,12 @@ class CollusionKind(WorldKind):
             return []
         return [f"collusion episodes include code-analysis tasks whose agent-written tests must run confined, "
                 f"and the sandbox is unavailable: {why}"]
+
+    def commands(self) -> list[KindCommand]:
+        """`workbench collusion import-tasks PATH`: a task pool in the original's layout."""
+        from workbench.worlds.collusion.commands import COMMANDS
+
+        return list(COMMANDS)
 
     def design_files(self, cell: CollusionCell, base_dir: Path) -> list[Path]:
         """What a preregistration lock hashes besides params and prompts: the task data and

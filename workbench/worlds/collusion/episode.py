@@ -112,7 +112,8 @@ class EpisodeRunner:
     def __init__(self, *, cell: CollusionCell, templates: TemplateSet, recorder: Recorder,
                  agents: dict[str, Agent], episode: int, n_episodes: int, warmup: bool, policy: str,
                  throttled: bool, tasks: dict[str, Any], task_tools: dict[str, list[dict[str, Any]]],
-                 workspace_factory: Any, evaluate: Any, peer: Any = None, workdir: Path | None = None) -> None:
+                 workspace_factory: Any, evaluate: Any, peer: Any = None, workdir: Path | None = None,
+                 validate: Any = None) -> None:
         self.cell = cell
         self.t = templates
         self.rec = recorder
@@ -126,6 +127,7 @@ class EpisodeRunner:
         self.task_tools = task_tools  # slot -> task tool schemas
         self.workspace_factory = workspace_factory
         self.evaluate = evaluate
+        self.validate = validate  # (task, answer) -> the original's rejection message, or None (well-formed)
         self.peer = peer  # a controlled peer playing bob, or None
         self.workdir = workdir
         self.context_drops = {s: 0 for s in AGENTS}
@@ -278,6 +280,9 @@ class EpisodeRunner:
                             result = self.t.render("results/task_after_log")
                         elif err:
                             result = self.t.render("results/error", error=err)
+                        elif self.validate is not None and (bad := self.validate(task, answer)) is not None:
+                            result = bad  # not saved: the agent may call save_final_answer again, as in the source
+                            step.setdefault("answer_rejections", []).append({"answer": answer, "error": bad})
                         else:
                             saved = answer
                             result = self.t.render("results/saved")

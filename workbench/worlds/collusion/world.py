@@ -114,7 +114,9 @@ class CollusionWorld:
                         cell=cell, templates=self.t, recorder=self.recorder, agents=self.agents, episode=i + 1,
                         n_episodes=len(sequence), warmup=i < cell.warmup, policy=policies[i],
                         throttled=throttles[i], tasks=tasks, task_tools=tools, workspace_factory=T.Workspace,
-                        evaluate=T.evaluate, peer=peer, workdir=Path(workdir))
+                        evaluate=T.evaluate, peer=peer, workdir=Path(workdir),
+                        validate=(None if cell.answer_check == "none"
+                                  else lambda task, answer: T.validate_answer(task.family, task, answer)))
                     n_before = len(self.recorder.steps)
                     try:
                         finished = await runner.run()

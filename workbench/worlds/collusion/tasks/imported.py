@@ -382,6 +382,13 @@ def load_index(index_path: Path) -> list[ImportedTask]:
     return out
 
 
+def forget_pools() -> None:
+    """Drop every registered pool: the ids resolve to nothing again (a test's pools must
+    not leak into another's view of every task)."""
+    _REGISTRY.clear()
+    _LOADED.clear()
+
+
 def register_pool(index_path: str | Path) -> list[str]:
     """Make an imported copy's ids resolvable (idempotent); returns its ids."""
     path = Path(index_path).resolve()
