@@ -14,7 +14,7 @@ from typing import Any
 
 from workbench.errors import InputError, UnknownNameError
 
-from . import code, data, imported, records
+from . import code, data, imported, imported_play, records
 from .base import FAMILIES, Task, ToolError
 from .sequences import EpisodeTasks, SequenceFileError, episode_sequences, load_sequence_file
 from .solver import Solver
@@ -114,10 +114,15 @@ def code_label(task: Task) -> str:
     return code.label(task)
 
 
-def task_tools(family: str) -> list[dict[str, Any]]:
+def task_tools(family: str | Task) -> list[dict[str, Any]]:
     """The task-phase tools of a family in OpenAI chat-completions form
     (``{"type": "function", "function": {name, description, parameters}}``),
-    without save_final_answer/get_log, which the world adds."""
+    without save_final_answer/get_log, which the world adds. Given a Task, an imported one gets the source
+    study's tools for its family (``imported_play``); a family name or one of our own tasks gets ours."""
+    if isinstance(family, Task):
+        if imported.is_imported(family):
+            return imported_play.tools(family)
+        family = family.family
     return _module(family).tools()
 
 
@@ -141,9 +146,13 @@ class Workspace:
         self.root.mkdir(parents=True, exist_ok=True)
         _module(task.family)
         if imported.is_imported(task):
-            raise InputError(f"{task.task_id}: imported tasks cannot be played yet (their workspaces, the source "
-                             f"study's task tools, are not built); they can be validated, sequenced and scored")
-        self._impl = _WORKSPACES[task.family](task, self.root)
+            if task.family not in imported_play.WORKSPACES:
+                raise InputError(f"{task.task_id}: imported {task.family} tasks cannot be played yet (their "
+                                 f"workspace, the source study's task tools, is not built); they can be validated, "
+                                 f"sequenced and scored")
+            self._impl = imported_play.WORKSPACES[task.family](task, self.root)
+        else:
+            self._impl = _WORKSPACES[task.family](task, self.root)
         self._closed = False
 
     def call(self, tool: str, arguments: dict[str, Any]) -> str:
