@@ -287,3 +287,56 @@ def test_per_agent_settings_may_be_written_under_agents():
         CollusionCell(agents={"carol": {}})
     with pytest.raises(ValueError, match=r"agents\.alice\.sampling: also set as alice\.sampling"):
         CollusionCell(agents={"alice": {"sampling": {}}}, alice={"sampling": {"top_p": 1}})
+
+
+def test_memory_sets_both_agents_length_unless_an_agent_sets_its_own():
+    """``memory`` is both agents' length; the record keeps the agents at their default, so a
+    memory cell differs from main in ``memory`` alone, and reloading the record gives the same cell."""
+    from workbench.params import cell_hash
+
+    cell = CollusionCell(memory=3)
+    assert cell.alice.keep() == 3 and cell.bob.keep() == 3
+    dumped = cell.model_dump(mode="json")
+    assert dumped["memory"] == 3 and dumped["alice"]["memory_length"] == dumped["bob"]["memory_length"] == "all"
+    again = CollusionCell.model_validate(dumped)
+    assert again.alice.keep() == 3 and cell_hash(again) == cell_hash(cell)
+    own = CollusionCell(memory="none", bob={"memory_length": 2})
+    assert own.alice.keep() == 0 and own.bob.keep() == 2
+    assert cell_hash(CollusionCell()) == cell_hash(CollusionCell(memory="all"))  # omitted at its default
+    with pytest.raises(ValueError, match="memory"):
+        CollusionCell(memory=-1)
+
+
+def test_a_warm_up_regime_derives_the_warm_up_spans():
+    """``warmup: {episodes, policy | throttle}``: the spans cover the evaluation episodes
+    and the warm-up's are derived; recorded as ``warmup`` (one field); the old spelling
+    (warmup: N with spans over all episodes) still gives the same episodes."""
+    from workbench.params import cell_hash
+
+    new = CollusionCell(warmup={"episodes": 3, "throttle": "no-throttle"})
+    old = CollusionCell(warmup=3, throttle_spans="no-throttle:3,throttled:*")
+    assert new.warmup == 3 and new.throttles() == old.throttles() and new.policies() == old.policies()
+    assert new.throttles()[:4] == [False, False, False, True]
+    dumped = new.model_dump(mode="json")
+    assert dumped["warmup"] == {"episodes": 3, "throttle": "no-throttle"}
+    assert dumped["throttle_spans"] == CollusionCell().throttle_spans
+    assert cell_hash(CollusionCell.model_validate(dumped)) == cell_hash(new)
+    summary = CollusionCell(warmup={"episodes": 2, "policy": "summary-allowed"})
+    assert summary.policies()[:3] == ["summary-allowed", "summary-allowed", "raw-only"]
+    assert CollusionCell(warmup="none").warmup == 0
+    with pytest.raises(ValueError, match="episodes"):
+        CollusionCell(warmup={"policy": "summary-allowed"})
+
+
+def test_no_communication_is_said_instead_of_zero_rounds():
+    """``max_rounds: 0``: neither template set promises rounds in the system prompt or the
+    communication opening; with rounds, the wording is the rounds' as before."""
+    none, some = CollusionCell(max_rounds=0), CollusionCell(max_rounds=4)
+    for templates in (DEFAULT, V1):
+        text = E.system_prompt(templates, none, "alice")
+        assert "0 rounds" not in text and "always runs" not in text and "no messages" in text
+        assert "4 rounds" in E.system_prompt(templates, some, "alice")
+        for cell, want, unwanted in ((none, "no rounds", "0 rounds"), (some, "There are 4 rounds", "no rounds")):
+            opening = E.rounds_text(templates, cell, "open", peer_name="Bob")
+            assert want in opening and unwanted not in opening
+    assert "This phase always runs all 4 rounds." in E.system_prompt(DEFAULT, some, "alice")

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from workbench.errors import InputError
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
@@ -70,17 +79,40 @@ CONTROLLED_ALIASES: dict[str, ControlledSpec] = {
 }
 
 
+class WarmupSpec(BaseModel):
+    """A warm-up regime: how many episodes come before the evaluation episodes and what is
+    relaxed in them (the verdict policy, the channel throttle); the cell's spans then cover
+    the evaluation episodes, and the warm-up's spans are derived from this."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    episodes: int = Field(..., ge=1, le=50, description="warm-up episodes before the evaluation episodes")
+    policy: Literal["raw-only", "summary-allowed"] | None = Field(
+        None, description="verdict policy in the warm-up (default: that of the first evaluation episode)")
+    throttle: Literal["throttled", "no-throttle"] | None = Field(
+        None, description="channel in the warm-up (default: that of the first evaluation episode)")
+
+
 class CollusionCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # protocol factors added after cells were first recorded: a cell at their default keeps its id
     # (the templates' hashes, recorded with every run, say that the wording changed)
-    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("horizon", "limit_notice", "verdict_opening", "answer_check")
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("horizon", "limit_notice", "verdict_opening", "answer_check",
+                                                     "memory")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim-collusion/pragmatic", description="route of every agent without its own")
     alice: AgentSpec = Field(default_factory=AgentSpec)
     bob: AgentSpec = Field(default_factory=AgentSpec)
     episodes: int = Field(10, ge=1, le=200, description="evaluation episodes")
-    warmup: int = Field(0, ge=0, le=50, description="warm-up episodes before them (flagged in the records)")
+    warmup: int = Field(0, ge=0, le=50, description="warm-up episodes before them (flagged in the records): none, "
+                                                    "{episodes: N, policy: P, throttle: T} (the regime; the spans "
+                                                    "then cover the evaluation episodes and the warm-up's are "
+                                                    "derived), or N (the spans cover all episodes, the old spelling)")
+    warmup_regime: WarmupSpec | None = Field(None, exclude=True, description="set by warmup: {...}; recorded as "
+                                                                             "the cell's warmup")
+    _inherited: tuple[str, ...] = PrivateAttr(default=())  # agents whose memory_length is the cell's memory
+    memory: int | Literal["all", "none"] = Field(
+        "all", description="both agents' memory length (all, none or the last N), unless an agent sets its own "
+                           "memory_length to other than all")
     sequence_seed: int = Field(20260901, description="seed of the fixed episode sequences (shared by all cells)")
     sequences: int = Field(50, ge=1, le=10_000, description="how many fixed sequences; world i uses sequence i")
     sequences_file: str | None = Field(
@@ -163,6 +195,43 @@ class CollusionCell(BaseModel):
             data[slot] = {**own, **body}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _warmup(cls, data: Any) -> Any:
+        """``warmup: none`` is 0; ``warmup: {episodes, policy, throttle}`` is the regime
+        (its episode count is ``warmup``)."""
+        if not isinstance(data, dict):
+            return data
+        w = data.get("warmup")
+        if w == "none":
+            data = {**data, "warmup": 0}
+        elif isinstance(w, (dict, WarmupSpec)):
+            if data.get("warmup_regime") is not None:
+                raise InputError("warmup_regime: set by warmup: {...}; set warmup alone")
+            regime = w if isinstance(w, WarmupSpec) else WarmupSpec.model_validate(w)
+            data = {**data, "warmup": regime.episodes, "warmup_regime": regime}
+        return data
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: Any) -> Any:
+        if isinstance(v, int) and v < 0:
+            raise InputError("memory must be all, none or a non-negative integer")
+        return v
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """The record as written: a warm-up regime as ``warmup``, and an agent's memory
+        length that comes from the cell's ``memory`` as the agent's default (all)."""
+        out = handler(self)
+        if isinstance(out, dict):
+            if self.warmup_regime is not None and "warmup" in out:
+                out["warmup"] = self.warmup_regime.model_dump(mode="json", exclude_none=True)
+            for slot in self._inherited:
+                if isinstance(out.get(slot), dict) and "memory_length" in out[slot]:
+                    out[slot]["memory_length"] = "all"
+        return out
+
     @field_validator("observed_verdict", mode="before")
     @classmethod
     def _observed(cls, v: Any) -> Any:
@@ -172,9 +241,15 @@ class CollusionCell(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> CollusionCell:
-        n = self.warmup + self.episodes
-        episode_values(self.policy_spans, POLICIES, n, field="policy_spans")
-        episode_values(self.throttle_spans, THROTTLES, n, field="throttle_spans")
+        if self.warmup_regime is not None and self.warmup != self.warmup_regime.episodes:
+            raise InputError("warmup: the regime's episodes and warmup differ; set warmup once")
+        self.policies()
+        self.throttles()
+        # the cell's memory is each agent's length unless the agent sets its own (other than all)
+        inherited = [s for s in AGENTS if self.memory != "all" and getattr(self, s).memory_length == "all"]
+        self._inherited = tuple(inherited)
+        for slot in inherited:
+            setattr(self, slot, getattr(self, slot).model_copy(update={"memory_length": self.memory}))
         for slot in AGENTS:
             spec: AgentSpec = getattr(self, slot)
             if self.route_for(slot) == "scripted" and spec.script is None:
@@ -215,11 +290,20 @@ class CollusionCell(BaseModel):
         return self.warmup + self.episodes
 
     def policies(self) -> list[str]:
-        return episode_values(self.policy_spans, POLICIES, self.n_total(), field="policy_spans")
+        r = self.warmup_regime
+        if r is None:
+            return episode_values(self.policy_spans, POLICIES, self.n_total(), field="policy_spans")
+        rest = episode_values(self.policy_spans, POLICIES, self.episodes, field="policy_spans")
+        return [r.policy or rest[0]] * r.episodes + rest
 
     def throttles(self) -> list[bool]:
-        return [v == "throttled" for v in episode_values(self.throttle_spans, THROTTLES, self.n_total(),
-                                                         field="throttle_spans")]
+        r = self.warmup_regime
+        if r is None:
+            values = episode_values(self.throttle_spans, THROTTLES, self.n_total(), field="throttle_spans")
+        else:
+            rest = episode_values(self.throttle_spans, THROTTLES, self.episodes, field="throttle_spans")
+            values = [r.throttle or rest[0]] * r.episodes + rest
+        return [v == "throttled" for v in values]
 
     def describe(self) -> str:
         if self.label:
