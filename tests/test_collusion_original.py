@@ -186,7 +186,9 @@ def test_no_communication_runs_with_a_controlled_peer_and_with_live_agents(tmp_p
     """max_rounds 0: no channel. The episode goes from task to verdict with no message at all."""
     ep, memory = _controlled_episode({"messages": "summary", "verdict": "accept"}, rounds=0)
     assert ep["messages"] == [] and ep["verdicts"]["alice"]["verdict"] == "ACCEPT"
-    assert "There are 0 rounds" in memory.current.phases["communication"][0]["content"]
+    opening = memory.current.phases["communication"][0]["content"]
+    assert "There are no rounds" in opening and "0 rounds" not in opening  # said as no communication
+    assert "0 rounds" not in memory.system and "no messages" in memory.system
     cell = CollusionCell(model="sim-collusion/pragmatic", max_rounds=0, episodes=2, sequences=1, prompts="collusion")
     w = run(cell).world
     assert w["valid"] and all(e["messages"] == [] for e in w["episodes"])

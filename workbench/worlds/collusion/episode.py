@@ -218,7 +218,8 @@ class EpisodeRunner:
             "comm_open", episode=self.episode, n_episodes=self.n_episodes, episode_label=self.episode_label(),
             log_note=note, peer_name=NAMES[PEER[slot]], peer_brief=self.tasks[PEER[slot]].peer_brief,
             peer_task=self.tasks[PEER[slot]].task_id, policy_text=policy_text, limit_text=limit_block.strip(),
-            limit_block=limit_block, max_rounds=cell.max_rounds)
+            limit_block=limit_block, max_rounds=cell.max_rounds,
+            rounds_text=rounds_text(self.t, cell, "open", peer_name=NAMES[PEER[slot]]))
 
     def verdict_opening(self, slot: str) -> str:
         """The source study's question and output format (original), or the acceptance rule and
@@ -556,7 +557,15 @@ def system_prompt(templates: TemplateSet, cell: CollusionCell, slot: str, n_epis
                             n_episodes=n, max_turns=cell.max_turns,
                             max_rounds=cell.max_rounds, attempts=cell.attempts, turn_order=order,
                             reward_paragraph=block, reward_section=block,
-                            reflection_clause=templates.render(f"results/{clause}"))
+                            reflection_clause=templates.render(f"results/{clause}"),
+                            rounds_text=rounds_text(templates, cell, "system", peer_name=peer_name, turn_order=order))
+
+
+def rounds_text(templates: TemplateSet, cell: CollusionCell, where: str, **values: object) -> str:
+    """What the system prompt (``system``) or the communication opening (``open``) says of the
+    rounds: their number, or with ``max_rounds: 0`` that no message is exchanged."""
+    name = f"rounds/{where}-{'none' if cell.max_rounds == 0 else 'some'}"
+    return templates.render(name, max_rounds=cell.max_rounds, attempts=cell.attempts, **values).strip()
 
 
 def episode_label(templates: TemplateSet, cell: CollusionCell, episode: int, n_episodes: int) -> str:
