@@ -191,3 +191,30 @@ def test_report_shows_the_oversight_sections(tmp_path):
     for view in (r.claim_table(), r.hazard_table(), r.monitor_table()):
         assert "<b>peer</b>" not in view.data
     assert "Monitor detection" in r.monitor_table().data and "odds ratio" in r.hazard_table().data
+
+
+def test_declared_memory_and_warm_up_fields_are_the_design_and_dict_levels_read_as_values():
+    """Cells written with the ``memory`` and ``warmup: {...}`` fields differ from main in
+    that field alone: merged_design stands aside and the contrasts are matched on the
+    fields themselves; a ``controlled`` mapping reads as its values ("summary + reject")."""
+    from workbench.metrics.contrasts import ContrastSpec, matched_pairs
+    from workbench.metrics.design import design_of
+    from workbench.worlds.collusion.spec import CollusionCell
+
+    cells = {"main": {}, "mem-3": {"memory": 3}, "mem-none": {"memory": "none"},
+             "warm": {"warmup": {"episodes": 3, "policy": "summary-allowed"}},
+             "ctl": {"controlled": {"messages": "summary", "verdict": "reject"}}, "ctl-alias": {"controlled": "compliant"}}
+    worlds = []
+    for cid, fields in cells.items():
+        w = trajectory(f"{cid}-0", [1], cell_id=cid, label=cid)
+        w["cell"] = {**CollusionCell(**fields).model_dump(mode="json"), "label": cid}
+        worlds.append(w)
+    raw = design_of(worlds)
+    d = V.merged_design(raw)
+    assert list(d.frame.columns) == list(raw.frame.columns) and "warm-up" not in d.factors
+    assert [d.level(c, "memory") for c in ("main", "mem-3", "mem-none")] == ["all", "3", "none"]
+    assert d.level("main", "warmup") == "0" and d.level("warm", "warmup") == "3 + summary-allowed"
+    assert sorted(matched_pairs(d, ContrastSpec("m", "memory", ("all", "3", "none")))) == [
+        ("main", "mem-3"), ("main", "mem-none")]
+    assert matched_pairs(d, ContrastSpec("w", "warmup", ("0", "3 + summary-allowed"))) == [("main", "warm")]
+    assert [d.level(c, "controlled") for c in ("main", "ctl", "ctl-alias")] == ["none", "summary + reject", "compliant"]

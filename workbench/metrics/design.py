@@ -90,9 +90,10 @@ class Design:
         cols = self.group(factor)
         if len(cols) == 1 and cols[0] == factor:
             return str(self.frame.at[cell_id, factor])
-        parts = [f"{c[len(factor) + 1:]}={self.frame.at[cell_id, c]}" for c in cols
-                 if self.frame.at[cell_id, c] != UNSET]
-        return ", ".join(parts) or UNSET
+        # a factor set as a value in one cell and as a mapping in another (controlled: none |
+        # {messages, verdict}): the value, or the mapping's values in order ("raw-prefix + reject")
+        parts = [str(self.frame.at[cell_id, c]) for c in cols if self.frame.at[cell_id, c] != UNSET]
+        return " + ".join(parts) or UNSET
 
     def label(self, cell_id: str) -> str:
         return str(self.frame.at[cell_id, "cell_label"]) if cell_id in self.frame.index else str(cell_id)

@@ -376,8 +376,8 @@ def merged_design(design: Any) -> Any:
       ``N: <changed spans>``).
 
     Only the design the report compares on changes; the records and every cell's
-    settings stay as recorded. A design that already has such a factor (a cell
-    field of that name) is left as it is."""
+    settings stay as recorded. A design that already has such a factor (the cell
+    fields ``memory`` and ``warmup: {episodes, policy, throttle}``) is left as it is."""
     from workbench.metrics.design import Design
 
     f = design.frame.copy()
@@ -387,7 +387,8 @@ def merged_design(design: Any) -> Any:
         f.insert(list(f.columns).index(MEMORY_COLUMNS[0]), "memory", f[MEMORY_COLUMNS[0]])
         f = f.drop(columns=list(MEMORY_COLUMNS))
     spans = [c for c in SPAN_COLUMNS if c in f]
-    if "warm-up" not in f and "warmup" in f and f["warmup"].nunique() > 1:
+    regime = any(c.startswith("warmup.") for c in f.columns)  # the cell field's warm-up regime
+    if "warm-up" not in f and not regime and "warmup" in f and f["warmup"].nunique() > 1:
         cold = f[f["warmup"].astype(str) == "0"]
         if len(cold) and all(cold[c].nunique() == 1 for c in spans):
             base = {c: cold[c].iloc[0] for c in spans}
