@@ -110,3 +110,16 @@ def test_cli_prints_one_line_and_exits_2(write_study):
 def test_every_shipped_study_validates(path):
     study = load_study(ROOT / "params" / path)
     assert study.cells and study.worlds_per_cell >= 1
+
+
+def test_the_shipped_collusion_study_declares_memory_and_warm_up_contrasts():
+    """Its memory and warm-up cells change one cell field each (memory; warmup with its
+    regime), so the declared contrasts validate (each needs a cell differing in it alone);
+    the cells left as they were keep their ids at the new fields' defaults."""
+    study = load_study(ROOT / "params" / "collusion.yaml")
+    by_name = {c["name"]: c for c in study.contrasts}
+    assert by_name["memory length"]["factor"] == "memory" and by_name["warm-up"]["factor"] == "warmup"
+    cells = {c.label: c for c in study.cells}
+    assert cells["memory none"].spec.alice.keep() == cells["memory none"].spec.bob.keep() == 0
+    assert cells["warm-up summary-allowed"].spec.policies()[:4] == ["summary-allowed"] * 3 + ["raw-only"]
+    assert cells["main"].cell_id == "a0c10fba0a"  # as before the fields (checked against the parent commit)
