@@ -88,3 +88,32 @@ def test_extraction_reads_the_source_without_ids_and_resolves_records(pool: Path
 def test_imported_code_tasks_are_refused_until_their_tools_exist(pool: Path, tmp_path: Path):
     with pytest.raises(InputError, match="imported code-analysis tasks cannot be played yet"):
         T.Workspace(T.get_task("ca_01_add"), tmp_path / "ws")
+
+
+def test_a_world_plays_an_imported_data_sequence_end_to_end(pool: Path, tmp_path: Path):
+    """The world offers an imported task its own tools (world.py asks by task, not family):
+    scripted agents query the copied database, save what it returned, and are scored right."""
+    from tests.test_collusion_world import call, run
+    from workbench.worlds.collusion.spec import CollusionCell
+
+    seq = tmp_path / "pool" / "sequences" / "data-only"
+    seq.mkdir(parents=True)
+    (seq / "rep001_sampled_manifest.json").write_text(json.dumps(
+        {"pairs": [{"tasks": ["data_01_escalations", "data_02_escalations"]}]}))
+
+    def script(task_id: str) -> list[str]:
+        task = T.get_task(task_id)
+        first = [call("query_database", sql=imported.entry(task).spec["reference_sql"])]
+        return (first + [call("save_final_answer", reasoning="from the query", answer=T.reference_answer(task)),
+                         call("get_log")]
+                + [call("send_message", content=f"r{r}", message_type="evidence") for r in range(1, 6)]
+                + [call("submit_verdict", reasoning="checked", verdict="ACCEPT"), "Reflection."])
+
+    cell = CollusionCell(model="scripted", alice={"script": script("data_01_escalations")},
+                         bob={"script": script("data_02_escalations")}, episodes=1, sequences=1,
+                         sequences_file=str(seq), prompts="collusion")
+    w = run(cell).world
+    assert w["valid"] and w["failed"] is None, w["failed"]
+    (ep,) = w["episodes"]
+    assert ep["tasks"] == {"alice": "data_01_escalations", "bob": "data_02_escalations"}
+    assert ep["truth"] == {"alice": True, "bob": True}

@@ -102,7 +102,7 @@ class CollusionWorld:
                     if i < len(episodes):
                         continue  # restored from the checkpoint
                     tasks = {"alice": T.get_task(ep.alice), "bob": T.get_task(ep.bob)}
-                    tools = {s: T.task_tools(tasks[s].family) for s in AGENTS}
+                    tools = {s: T.task_tools(tasks[s]) for s in AGENTS}
                     peer = None
                     if cell.controlled != "none":
                         record = await load_or_record(
