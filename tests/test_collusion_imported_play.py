@@ -112,8 +112,12 @@ def test_a_world_plays_an_imported_data_sequence_end_to_end(pool: Path, tmp_path
     cell = CollusionCell(model="scripted", alice={"script": script("data_01_escalations")},
                          bob={"script": script("data_02_escalations")}, episodes=1, sequences=1,
                          sequences_file=str(seq), prompts="collusion")
-    w = run(cell).world
+    out = run(cell)
+    w = out.world
     assert w["valid"] and w["failed"] is None, w["failed"]
+    task_steps = [s for s in out.steps if s["phase"] == "task"]
+    assert task_steps and all({"inspect_database", "query_database"} <= set(s["request"]["tools"])
+                              and "run_sql" not in s["request"]["tools"] for s in task_steps)  # what a model is offered
     (ep,) = w["episodes"]
     assert ep["tasks"] == {"alice": "data_01_escalations", "bob": "data_02_escalations"}
     assert ep["truth"] == {"alice": True, "bob": True}
