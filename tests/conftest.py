@@ -68,3 +68,17 @@ def copy_checkout(dest: Path) -> Path:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     return dest
+
+
+def run_closing(coro: Any) -> Any:
+    """Run ``coro`` on a fresh event loop, closing the litellm clients it opened (their
+    connections belong to that loop) however it ends."""
+    from workbench.models.litellm_client import aclose_clients
+
+    async def go() -> Any:
+        try:
+            return await coro
+        finally:
+            await aclose_clients()
+
+    return asyncio.run(go())

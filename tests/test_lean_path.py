@@ -19,6 +19,7 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
+from tests.conftest import run_closing
 from tests.fake_openai import FAKE_KEY, Action, FakeOpenAI, malformed, ok, reset, route_litellm_to, slow, status  # noqa: E402
 from workbench.models.base import ModelRequest  # noqa: E402
 from workbench.models.budget import Budget  # noqa: E402
@@ -53,16 +54,7 @@ def entry(server: FakeOpenAI, transport: str, **kw: Any) -> ModelEntry:
     return ModelEntry(**base)
 
 
-def run(coro):
-    from workbench.models.litellm_client import aclose_clients
-
-    async def go():
-        try:
-            return await coro
-        finally:
-            await aclose_clients()
-
-    return asyncio.run(go())
+run = run_closing  # tests.conftest: one loop per call, its clients closed
 
 
 def norm(rec: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,13 @@ from email.utils import formatdate  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from tests.conftest import MONITOR_PROMPT, ROOT, run_world, study_dict  # noqa: E402
+from tests.conftest import (  # noqa: E402
+    MONITOR_PROMPT,
+    ROOT,
+    run_closing,  # noqa: E402
+    run_world,
+    study_dict,
+)
 from tests.fake_openai import FAKE_KEY, Action, FakeOpenAI, malformed, ok, route_litellm_to, slow, status  # noqa: E402
 from workbench.models.base import ModelRequest  # noqa: E402
 from workbench.models.budget import Budget, is_budget_cut  # noqa: E402
@@ -59,17 +65,7 @@ def client(server: FakeOpenAI, seed: int = 1, **kw):
     return LiteLLMClient(entry(server, **kw), seed=seed, **opts)
 
 
-def run(coro):
-    """asyncio.run, closing litellm's sessions of that loop before it ends."""
-    from workbench.models.litellm_client import aclose_clients
-
-    async def go():
-        try:
-            return await coro
-        finally:
-            await aclose_clients()
-
-    return asyncio.run(go())
+run = run_closing  # tests.conftest: one loop per call, its clients closed
 
 
 def call(c, params: dict | None = None, messages=None):

@@ -16,6 +16,7 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
+from tests.conftest import run_closing
 from tests.fake_anthropic import FAKE_KEY, FakeAnthropic  # noqa: E402
 from tests.fake_anthropic import ok as a_ok  # noqa: E402
 from tests.fake_openai import FakeOpenAI  # noqa: E402
@@ -53,16 +54,7 @@ def a_entry(server: FakeAnthropic, **kw: Any) -> ModelEntry:
     return ModelEntry(**base)
 
 
-def run(coro):
-    from workbench.models.litellm_client import aclose_clients
-
-    async def go():
-        try:
-            return await coro
-        finally:
-            await aclose_clients()
-
-    return asyncio.run(go())
+run = run_closing  # tests.conftest: one loop per call, its clients closed
 
 
 def conversation(client: Any, steps: int, first: list[dict[str, Any]] | None = None) -> list[ModelReply]:

@@ -115,3 +115,36 @@ class StudyCellDropdown:
     def _picked_study_cell(self) -> bool:
         """The dropdown's change is a study cell the user chose (not a quiet refill, not the changed entry)."""
         return not self._quiet and self.controls["cell"].value != DERIVED
+
+
+    RUN_UNIT = "steps"  # what the run view counts (a kind's explorer names its own)
+
+    def run_index(self) -> int:
+        """The world index the controls show (each explorer reads its own controls)."""
+        raise NotImplementedError
+
+    def run_what(self, cell: Any, index: int) -> str:
+        """The world the controls show, in words, for the run view's head."""
+        raise NotImplementedError
+
+    def rerun(self) -> None:
+        """Run the world for the current settings and redraw every view, once the
+        preflight of `workbench run` passes (it refuses, naming what is missing, before
+        any call)."""
+        from workbench.aio import run_sync
+        from workbench.study import run_one_world
+
+        try:
+            cell, index, routes = self.current_cell(), self.run_index(), self.routes()  # type: ignore[attr-defined]
+            problems = preflight_problems(self.study, [cell.spec], routes)
+        except Exception as exc:  # noqa: BLE001 - a bad setting is shown, not raised into the widget loop
+            self._fail("these settings do not make a cell", exc)  # type: ignore[attr-defined]
+            return
+        what = self.run_what(cell, index)
+        if problems:
+            self._refuse(what, problems)  # type: ignore[attr-defined]
+            return
+        source = (f"re-run now from {self.study.path.name}, world #{index}, "
+                  f"routes: {', '.join(sorted(routes))}")
+        self._run_and_show(what, lambda: run_sync(run_one_world(self.study, cell, index)),  # type: ignore[attr-defined]
+                           source, self.RUN_UNIT)

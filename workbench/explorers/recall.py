@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import InputError, UnknownNameError
-from workbench.explorers.common import RecordedPicker, StudyCellDropdown, preflight_problems
+from workbench.explorers.common import RecordedPicker, StudyCellDropdown
 from workbench.routes import is_simulated_route
 from workbench.views.escape import as_text
 from workbench.views.markup import Markup, render
@@ -300,25 +300,13 @@ class RecallExplorer(_WorldViews, StudyCellDropdown):
                      "call, paid for on a hosted model).")
         self.panel.idle("waiting for Run")
 
-    def rerun(self) -> None:
-        """Run the world for the current settings and redraw every view, once the
-        preflight of `workbench run` passes (it refuses, naming what is missing, before
-        any call)."""
-        from workbench.aio import run_sync
-        from workbench.study import run_one_world
+    RUN_UNIT = "model calls"
 
-        try:
-            cell, index, routes = self.current_cell(), self.world_index(), self.routes()
-            problems = preflight_problems(self.study, [cell.spec], routes)
-        except Exception as exc:  # noqa: BLE001 - as above
-            self._fail("these settings do not make a cell", exc)
-            return
-        what = f"script {self.controls['script'].value}, repetition {self.controls['repetition'].value} of {cell.label}"
-        if problems:
-            self._refuse(what, problems)
-            return
-        source = f"re-run now from {self.study.path.name}, world #{index}, routes: {', '.join(sorted(routes))}"
-        self._run_and_show(what, lambda: run_sync(run_one_world(self.study, cell, index)), source, "model calls")
+    def run_index(self) -> int:
+        return self.world_index()
+
+    def run_what(self, cell: Any, index: int) -> str:
+        return f"script {self.controls['script'].value}, repetition {self.controls['repetition'].value} of {cell.label}"
 
 
 # -- open a recorded world -----------------------------------------------------------------

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from workbench.explorers.common import RecordedPicker, StudyCellDropdown, preflight_problems
+from workbench.explorers.common import RecordedPicker, StudyCellDropdown
 from workbench.params import Cell, Study, load_study
 from workbench.routes import is_simulated_route
 from workbench.views.escape import as_text
@@ -290,27 +290,11 @@ class WorldExplorer(_WorldViews, StudyCellDropdown):
                      f"model call, paid for on a hosted model).")
         self.panel.idle("waiting for Run")
 
-    def rerun(self) -> None:
-        """Run the world for the current settings and redraw every view, once the
-        preflight of `workbench run` passes (it refuses, naming what is missing, before
-        any call)."""
-        from workbench.aio import run_sync
-        from workbench.study import run_one_world
+    def run_index(self) -> int:
+        return int(self.controls["world"].value)
 
-        index = int(self.controls["world"].value)
-        try:
-            cell = self.current_cell()
-            routes = self.routes()
-            problems = preflight_problems(self.study, [cell.spec], routes)
-        except Exception as exc:  # noqa: BLE001 - a bad setting is shown, not raised into the widget loop
-            self._fail("these settings do not make a cell", exc)
-            return
-        what = f"world {index} of {cell.label}"
-        if problems:
-            self._refuse(what, problems)
-            return
-        source = f"re-run now from {self.study.path.name}, world #{index}, routes: {', '.join(sorted(routes))}"
-        self._run_and_show(what, lambda: run_sync(run_one_world(self.study, cell, index)), source, "steps")
+    def run_what(self, cell: Any, index: int) -> str:
+        return f"world {index} of {cell.label}"
 
 
 # -- open a recorded world -----------------------------------------------------------------
