@@ -69,6 +69,9 @@ class Turn:
     write_to_memory: bool
     fact_id: str | None = None
     value: str | None = None  # the value a statement about fact_id states, when the script says
+    # Set only by an adversarial overlay (workbench.worlds.recall.adversary), never read from JSON:
+    authority: float | None = None  # the authority its memory write carries (None: its role's)
+    poisoned: bool = False  # a poisoner's false statement: a mark for the metrics, never shown to agents
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,10 @@ class Script:
 def _drop_none_value(d: dict[str, Any]) -> dict[str, Any]:
     if d.get("value") is None:
         d.pop("value", None)
+    if d.get("authority", 0) is None:  # an overlay's fields, at their defaults, are no part of the schema
+        d.pop("authority")
+    if d.get("poisoned") is False:
+        d.pop("poisoned")
     return d
 
 

@@ -6,14 +6,16 @@ with its authors; every weight can still be overridden per cell, so an
 ablation is a cell, not a code change."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from workbench.errors import InputError
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
+from workbench.worlds.recall.adversary import PoisonSpec, SpoofSpec
 
-Condition = Literal["baseline", "isolated", "naive", "lightweight", "lightweight-invalidation", "authors-shown", "namespaced"]
+Condition = Literal["baseline", "isolated", "naive", "lightweight", "lightweight-invalidation", "authors-shown", "namespaced",
+                    "verified-authority"]
 CONDITIONS: tuple[str, ...] = Condition.__args__  # type: ignore[attr-defined]
 
 #: condition -> (alpha, beta, gamma, invalidation). Naive ignores authority (beta 0);
@@ -28,6 +30,9 @@ CONDITION_DEFAULTS: dict[str, tuple[float, float, float, bool]] = {
     "lightweight-invalidation": (1.0, 0.4, 0.3, True),
     "authors-shown": (1.0, 0.0, 0.3, False),
     "namespaced": (1.0, 0.0, 0.3, False),
+    # as authors-shown, but entries are shown and ranked by their true writer, not the role a write
+    # claims (spoof); without a spoof the two conditions are the same
+    "verified-authority": (1.0, 0.0, 0.3, False),
 }
 DEFAULT_MODEL = "sim-recall/trusting"
 DEFAULT_JUDGE = "sim-recall/judge"
@@ -45,6 +50,9 @@ class RoleOverride(BaseModel):
 
 class RecallCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    #: fields added after recall cells were first recorded: at their default they leave the
+    #: cell id alone (workbench.params.cell_hash), so shipped studies keep their ids
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("poison", "spoof")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field(DEFAULT_MODEL, description="route of every role without an override")
     agents: dict[str, RoleOverride] = Field(default_factory=dict, description="per-role overrides, by role name")
@@ -82,6 +90,10 @@ class RecallCell(BaseModel):
     sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, ...")
     judge_sampling: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0})
     prompts: str = Field("prompts/recall", description="template folder, relative to the params file")
+    poison: PoisonSpec | None = Field(None, description="a poisoner: false values of chosen facts written at a "
+                                                        "chosen authority, optional correction and probes "
+                                                        "(workbench/worlds/recall/adversary.py)")
+    spoof: SpoofSpec | None = Field(None, description="a writer whose memory writes claim a more senior role")
 
     @field_validator("vector_backend")
     @classmethod
@@ -147,7 +159,12 @@ class RecallCell(BaseModel):
 
     @property
     def authors_shown(self) -> bool:
-        return self.condition == "authors-shown"
+        return self.condition in ("authors-shown", "verified-authority")
+
+    @property
+    def verified_authority(self) -> bool:
+        """Entries shown and ranked by their true writer (a spoof's claim ignored)."""
+        return self.condition == "verified-authority"
 
     @property
     def namespaced(self) -> bool:

@@ -214,6 +214,11 @@ class RecallWorld:
         self.script_index = self.world_index % len(scripts)
         self.repetition = self.world_index // len(scripts)
         self.script = scripts[self.script_index]
+        self.adversary: dict[str, Any] | None = None  # a poisoner's or spoof's plan (adversary.py), marks for metrics
+        if cell.poison is not None or cell.spoof is not None:
+            from workbench.worlds.recall.adversary import apply
+
+            self.script, self.adversary = apply(self.script, cell.poison, cell.spoof, verified=cell.verified_authority)
         self.base_dir = Path(base_dir)
         domain = self.script.domain
         team = list(DOMAINS[domain])
@@ -287,6 +292,9 @@ class RecallWorld:
 
     async def _write(self, text: str, *, author: str, authority: float, turn: int, namespace: str | None,
                      fact_id: str | None, source: str, declared: str | None = None) -> dict[str, Any]:
+        from workbench.worlds.recall.adversary import stored_author
+
+        author, authority, spoofed = stored_author(self.adversary, author, authority)  # a spoof's claim, if any
         value, value_source = await self._value(declared, text, turn)
         origin = self._ORIGINS[source]
         result = self.memory.add(text, author_role=author, authority=float(authority), turn=turn,
@@ -307,6 +315,7 @@ class RecallWorld:
                "refused": result.entry is None, "refused_by": getattr(result, "refused_by", None),
                "removed": [entry_record(e) for e in result.removed],
                "conflicts": list(range(first, len(self.conflicts)))}
+        rec.update(spoofed)  # the true writer beside the claim: for metrics, never shown
         self.memory_log.append(rec)
         return rec
 
@@ -394,6 +403,8 @@ class RecallWorld:
                                   "step": self.steps[-1]["seq"], "reply": reply.text if not reply.failed else None}
         if hits is not None:
             record["context_entry_ids"] = [h["entry_id"] for h in hits]
+        if turn.poisoned:
+            record["poisoned"] = True  # ground truth for the metrics; the agents saw a plain statement
         self.turns.append(record)
         self.transcript.append({"turn": turn.turn, "role": turn.role, "content": turn.content,
                                 "reply": None if reply.failed else reply.text})
@@ -403,10 +414,13 @@ class RecallWorld:
         agent.voiced.append(turn.turn)
         if turn.write_to_memory and self.memory is not None and self.cell.writes_script:
             rec = await self._write(turn.content, author=turn.role,
-                                    authority=role_authority(self.script.domain, turn.role), turn=turn.turn,
+                                    authority=role_authority(self.script.domain, turn.role)
+                                    if turn.authority is None else turn.authority, turn=turn.turn,
                                     namespace=self._namespace(turn.role), fact_id=turn.fact_id, source="turn",
                                     declared=getattr(turn, "value", None))
             record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
+            if turn.poisoned:
+                rec["poisoned"] = True
         reply_entry = await self._write_reply(turn.role, reply.text, turn.turn, turn.fact_id)
         if reply_entry is not None:
             record["reply_entry"] = reply_entry
@@ -417,10 +431,15 @@ class RecallWorld:
                                   "reply": None}
         if turn.write_to_memory and self.memory is not None and self.cell.writes_script:
             rec = await self._write(turn.content, author=NARRATOR,
-                                    authority=role_authority(self.script.domain, NARRATOR), turn=turn.turn,
+                                    authority=role_authority(self.script.domain, NARRATOR)
+                                    if turn.authority is None else turn.authority, turn=turn.turn,
                                     namespace=NARRATOR, fact_id=turn.fact_id, source="narration",
                                     declared=getattr(turn, "value", None))
             record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
+            if turn.poisoned:
+                rec["poisoned"] = True
+        if turn.poisoned:
+            record["poisoned"] = True
         self.turns.append(record)
         self.transcript.append({"turn": turn.turn, "role": turn.role, "content": turn.content, "reply": None})
 
@@ -546,6 +565,7 @@ class RecallWorld:
                           "values": self.cell.values if self.cell.memory else None},
             "agents": agents, "turns": self.turns, "retrievals": self.retrievals, "memory_log": self.memory_log,
             "conflicts": self.conflicts,
+            **({"adversary": self.adversary} if self.adversary is not None else {}),
             "recalls": self.recalls, "n_steps": len(self.steps), "clock_end": round(self.clock, 6),
             "failed": self.failure, "valid": self._valid(), "timing": {"wall_s": round(wall_s, 6)},
         }
