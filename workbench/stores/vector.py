@@ -51,12 +51,19 @@ and never defines conflict, so this is our definition:
   type: ``"lower-authority"`` (a refusal or the removal of a lower-authority entry),
   ``"stale"`` (an equal-authority older entry superseded) or ``"duplicate"`` (a stored
   newcomer agrees with a live entry: action ``"kept"``, nothing removed).
+
+A caller may decide conflicts itself (a detector that reads only the entries' text, or a
+model): ``add(..., conflicting=ids)`` names the live entries that conflict with the
+newcomer, and then neither fact ids, values nor similarity decide; the authority rule
+above (refuse, remove, stale) applies to those entries alone, and no duplicates are noted.
+``AddResult.conflicting`` lists the live entries found (or given) to conflict, whatever
+happened to them.
 """
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,6 +180,7 @@ class AddResult:
     refused_by: int | None = None  # id of the entry that refused the newcomer, if it was refused
     conflicts: tuple[Conflict, ...] = field(default=(), compare=False)  # this add's events
     entry_id: int | None = field(default=None, compare=False)  # the id given to the newcomer (also when refused)
+    conflicting: tuple[int, ...] = field(default=(), compare=False)  # ids of live entries found to conflict
 
 
 _SPACE = re.compile(r"\s+")
@@ -238,10 +246,12 @@ class VectorMemory:
 
     # -- writing -------------------------------------------------------------
     def add(self, text: str, *, author_role: str, authority: float, turn: int,
-            namespace: str | None = None, fact_id: str | None = None, value: str | None = None) -> AddResult:
-        """Embed and store one entry (applying invalidation when enabled)."""
+            namespace: str | None = None, fact_id: str | None = None, value: str | None = None,
+            conflicting: Collection[int] | None = None) -> AddResult:
+        """Embed and store one entry (applying invalidation when enabled). ``conflicting``:
+        the ids of live entries the caller decided conflict with it (module docstring)."""
         fields = self._check_fields(text, author_role, authority, turn, namespace, fact_id, value)
-        return self._insert(fields, self._embed([text])[0])
+        return self._insert(fields, self._embed([text])[0], conflicting)
 
     def add_many(self, items: Sequence[Mapping[str, Any]]) -> list[AddResult]:
         """Several entries, embedded in one batch, then added in order (as ``add`` would).
@@ -331,20 +341,27 @@ class VectorMemory:
         """Positions of live entries that conflict with a would-be entry (module docstring)."""
         return self._about_same(fields, vector)[0]
 
-    def _insert(self, fields: dict[str, Any], vector: np.ndarray) -> AddResult:
+    def _insert(self, fields: dict[str, Any], vector: np.ndarray,
+                decided: Collection[int] | None = None) -> AddResult:
         entry = MemoryEntry(entry_id=self._next_id, embedding=tuple(vector.tolist()), **fields)
         self._next_id += 1
         if not self.invalidation:
             self._append(entry, vector)
             return AddResult(entry, (), entry_id=entry.entry_id)
-        conflicting, agreeing = self._about_same(fields, vector)
+        if decided is not None:  # the caller's detector decided: no fact ids, values or similarity here
+            ids = set(decided)
+            conflicting, agreeing = [i for i, e in enumerate(self._entries) if e.entry_id in ids], list[int]()
+        else:
+            conflicting, agreeing = self._about_same(fields, vector)
+        found = tuple(self._entries[i].entry_id for i in conflicting)
         stronger = [self._entries[i] for i in conflicting if self._entries[i].authority > entry.authority]
         if stronger:
             winner = max(stronger, key=lambda e: (e.authority, e.turn, e.entry_id))
             self._removed.append((entry, winner.entry_id))
             refusal = (Conflict("lower-authority", "refused", entry, winner),)
             self._conflicts_log.extend(refusal)
-            return AddResult(None, (), refused_by=winner.entry_id, conflicts=refusal, entry_id=entry.entry_id)
+            return AddResult(None, (), refused_by=winner.entry_id, conflicts=refusal, entry_id=entry.entry_id,
+                             conflicting=found)
         events = []
         doomed = []
         for i in conflicting:
@@ -362,7 +379,7 @@ class VectorMemory:
         self._removed.extend((old, entry.entry_id) for old in gone)
         self._conflicts_log.extend(events)
         self._append(entry, vector)
-        return AddResult(entry, gone, conflicts=tuple(events), entry_id=entry.entry_id)
+        return AddResult(entry, gone, conflicts=tuple(events), entry_id=entry.entry_id, conflicting=found)
 
     def _append(self, entry: MemoryEntry, vector: np.ndarray) -> None:
         n = len(self._entries)

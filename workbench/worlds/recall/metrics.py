@@ -86,7 +86,7 @@ def world_row(world: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, A
 
 def model_of(world: dict[str, Any]) -> str:
     """The agents' routes (never the judge's), joined: the model setting of a cell."""
-    routes = sorted({a["route"] for a in world.get("agents", []) if a["agent"] != "judge"})
+    routes = sorted({a["route"] for a in world.get("agents", []) if a["agent"] not in ("judge", "conflict_judge")})
     return "+".join(routes) or str(world.get("cell", {}).get("model"))
 
 

@@ -89,6 +89,7 @@ class Cues(BaseModel):
     judge_accepted: str = r"(?m)^Accepted answer: (.*)$"
     judge_answer: str = r"(?s)Answer to judge:\n<<<\n(.*?)\n>>>"
     value_statement: str = r"(?s)Statement:\n<<<\n(.*?)\n>>>"
+    conflict_pair: str = r"(?s)Statement A:\n<<<\n(.*?)\n>>>\nStatement B:\n<<<\n(.*?)\n>>>"
     update: str = r"(?i)\b(correct(ed|ion)|supersed\w*|updat\w*|revis\w*|amend\w*|chang\w*|now|instead|replac\w*|moved)\b"
     case_header: str = r"(?m)^Case file \(initial facts\):$"
     conversation_header: str = r"(?m)^Conversation so far \(.*\):$"
@@ -447,7 +448,12 @@ class SimulatedJudge:
         accepted = [a.strip() for a in re.findall(self.cues.judge_accepted, prompt)]
         m = re.search(self.cues.judge_answer, prompt)
         v = re.search(self.cues.value_statement, prompt)
-        if v is not None and m is None:  # which value does a statement give? (values: judge)
+        c = re.search(self.cues.conflict_pair, prompt)
+        if c is not None and m is None:  # do two entries conflict? (conflicts: judge)
+            from workbench.worlds.recall.conflicts import simulated_judge_rule
+
+            text = "YES" if simulated_judge_rule(c.group(1), c.group(2)) else "NO"
+        elif v is not None and m is None:  # which value does a statement give? (values: judge)
             text = rule_value(v.group(1)) or "NONE"
         elif not accepted or m is None:
             text = "I cannot judge: the prompt gives no accepted answer or no answer."

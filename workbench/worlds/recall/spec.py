@@ -14,6 +14,9 @@ from workbench.errors import InputError
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
 from workbench.worlds.recall.adversary import PoisonSpec, SpoofSpec
 
+#: How invalidation decides that two entries conflict: ``oracle`` by the script's fact ids (and
+#: declared values), the others from the entries' text alone (workbench/worlds/recall/conflicts.py).
+ConflictDetector = Literal["oracle", "lexical", "embedding", "judge"]
 Condition = Literal["baseline", "isolated", "naive", "lightweight", "lightweight-invalidation", "authors-shown", "namespaced",
                     "verified-authority"]
 CONDITIONS: tuple[str, ...] = Condition.__args__  # type: ignore[attr-defined]
@@ -52,7 +55,8 @@ class RecallCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     #: fields added after recall cells were first recorded: at their default they leave the
     #: cell id alone (workbench.params.cell_hash), so shipped studies keep their ids
-    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("poison", "spoof")
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("poison", "spoof", "conflicts", "conflict_overlap",
+                                                     "conflict_candidates")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field(DEFAULT_MODEL, description="route of every role without an override")
     agents: dict[str, RoleOverride] = Field(default_factory=dict, description="per-role overrides, by role name")
@@ -64,15 +68,25 @@ class RecallCell(BaseModel):
                                                         "higher-authority one (default from the condition)")
     conflict_similarity: float = Field(0.8, ge=0, le=1, description="similarity above which two entries about "
                                                                     "no common fact id conflict")
+    conflicts: ConflictDetector = Field(
+        "oracle", description="with invalidation, how a conflict is found: oracle (the script's fact ids and values, "
+                              "which no real memory has), lexical (shared topic words and a different value), "
+                              "embedding (the cell's embedder's cosine >= conflict_similarity and a different value) "
+                              "or judge (the judge model asked about each pair); see docs/recall.md")
+    conflict_overlap: float = Field(0.5, gt=0, le=1, description="conflicts: lexical: the share of the shorter "
+                                                                 "statement's topic words the other must hold")
+    conflict_candidates: int = Field(5, ge=1, le=50, description="conflicts: judge: the judge is asked about this "
+                                                                 "many live entries, the most similar by the embedder")
     invalidate_stale: bool = Field(False, description="with invalidation: a newer entry stating another value "
                                                       "removes an equal-authority older one (type stale)")
     k: int = Field(3, ge=1, le=50, description="retrieved entries per recall")
     conversation: bool | None = Field(None, description="the case file and the conversation so far in each agent's "
                                                         "context (default: on in baseline only)")
     context_turns: int | None = Field(None, ge=1, description="with conversation: only the last N turns (null: all)")
-    memory_writes: Literal["script", "replies", "both"] = Field(
+    memory_writes: Literal["script", "replies", "both", "update-turns"] = Field(
         "script", description="what is written to shared memory: the scripted write_to_memory turns, every agent "
-                              "reply, or both (no effect without memory)")
+                              "reply, both, or the agent's reply on the write_to_memory turns only (update-turns: "
+                              "the source's agent writes back what it said; no effect without memory)")
     retrieve: Literal["recall-turns", "every-turn"] = Field(
         "recall-turns", description="when agents see retrieved memory: on recall turns only, or on every turn")
     values: Literal["rule", "judge"] = Field(
@@ -138,6 +152,10 @@ class RecallCell(BaseModel):
             # a window over a conversation the agents never see would be a factor that changes nothing
             raise InputError(f"context_turns: expected the conversation in context (condition baseline, or "
                              f"conversation: true); condition {self.condition} shows none")
+        if self.conflicts != "oracle" and not (self.memory and self.uses_invalidation()):
+            # a detector with nothing to decide would be a factor that changes nothing
+            raise InputError(f"conflicts: {self.conflicts} expected invalidation on (condition "
+                             f"lightweight-invalidation, or invalidation: true); condition {self.condition} has none")
         return self
 
     # -- derived settings ---------------------------------------------------------
@@ -155,7 +173,13 @@ class RecallCell(BaseModel):
 
     @property
     def writes_replies(self) -> bool:
+        """Every reply written (replies, both); update-turns writes only some: :meth:`writes_reply_on`."""
         return self.memory_writes in ("replies", "both")
+
+    def writes_reply_on(self, write_turn: bool) -> bool:
+        """Whether the reply to a turn is written: every reply (replies, both), or under
+        update-turns the reply to a turn the script marks write_to_memory."""
+        return self.writes_replies or (self.memory_writes == "update-turns" and write_turn)
 
     @property
     def authors_shown(self) -> bool:

@@ -106,6 +106,7 @@ NAME = "recall"
 SHARED_NS = None  # the initial facts (the case file) are shared: no namespace, visible to every role
 JUDGE_SLOT = "judge"
 VALUE_SLOT = "value_judge"  # the judge model asked for a write's value (values: judge)
+CONFLICT_SLOT = "conflict_judge"  # the judge model asked whether two entries conflict (conflicts: judge)
 
 
 @dataclass
@@ -259,6 +260,14 @@ class RecallWorld:
         self.value_judge: ModelClient | None = None
         if cell.memory and cell.values == "judge":
             self.value_judge = client_factory(cell.judge, VALUE_SLOT, derive_seed(seed, "values", cell.judge), {})
+        # conflict detection (module docstring, ``detections``): who decides, and the script's truth per entry
+        self.detector = cell.conflicts if self.memory is not None and self.memory.invalidation else None
+        self.detections: list[dict[str, Any]] = []
+        self.truth_of: dict[int, tuple[str | None, str | None]] = {}  # entry id -> (fact id, recorded value)
+        self.conflict_judge: ModelClient | None = None
+        if self.detector == "judge":
+            self.conflict_judge = client_factory(cell.judge, CONFLICT_SLOT,
+                                                 derive_seed(seed, "conflicts", cell.judge), {})
         self.transcript: list[dict[str, Any]] = []  # the conversation so far: {turn, role, content, reply}
         self.steps: list[dict[str, Any]] = []
         self.turns: list[dict[str, Any]] = []
@@ -295,14 +304,33 @@ class RecallWorld:
         from workbench.worlds.recall.adversary import stored_author
 
         author, authority, spoofed = stored_author(self.adversary, author, authority)  # a spoof's claim, if any
-        value, value_source = await self._value(declared, text, turn)
         origin = self._ORIGINS[source]
-        result = self.memory.add(text, author_role=author, authority=float(authority), turn=turn,
-                                 namespace=namespace, fact_id=fact_id, value=value)
+        live = self.memory.entries
+        decided: list[tuple[Any, bool | None, float | None, int | None]] | None = None
+        if self.detector in (None, "oracle"):
+            value, value_source = await self._value(declared, text, turn)
+            seen = value
+            result = self.memory.add(text, author_role=author, authority=float(authority), turn=turn,
+                                     namespace=namespace, fact_id=fact_id, value=value)
+            if self.detector == "oracle":
+                found = set(result.conflicting)
+                decided = [(e, e.entry_id in found, None, None) for e in live]
+        else:  # the detector sees the text, the value found in it and the embedding: no fact id, no declared value
+            seen, seen_source = await self._value(None, text, turn)
+            value, value_source = statement_value(declared, text) if declared else (seen, seen_source)
+            decided = await self._detect(text, seen, live, turn)
+            if self.failure is not None:
+                return {"entry": None}
+            result = self.memory.add(text, author_role=author, authority=float(authority), turn=turn,
+                                     namespace=namespace, fact_id=None, value=seen,
+                                     conflicting=[e.entry_id for e, answer, _, _ in decided if answer])
         entry_id = result.entry_id if result.entry_id is not None else (
             result.entry.entry_id if result.entry is not None else None)
         if entry_id is not None:
             self.origins[entry_id] = origin
+            self.truth_of[entry_id] = (fact_id, value)
+        if decided is not None:
+            self._record_detections(turn, entry_id, fact_id, value, seen, result, decided)
         first = len(self.conflicts)
         for c in result.conflicts:
             self.conflicts.append({"turn": turn, "type": c.type, "action": c.action, "fact_id": fact_id,
@@ -315,9 +343,61 @@ class RecallWorld:
                "refused": result.entry is None, "refused_by": getattr(result, "refused_by", None),
                "removed": [entry_record(e) for e in result.removed],
                "conflicts": list(range(first, len(self.conflicts)))}
+        if decided is not None:
+            rec["pairs_examined"] = len(decided)
         rec.update(spoofed)  # the true writer beside the claim: for metrics, never shown
         self.memory_log.append(rec)
         return rec
+
+    async def _detect(self, text: str, value: str | None, live: list[Any],
+                      turn: int) -> list[tuple[Any, bool | None, float | None, int | None]]:
+        """The cell's detector on a newcomer against every live entry: (entry, answer, score,
+        judge step) each; the judge is asked about the ``conflict_candidates`` most similar."""
+        from workbench.worlds.recall import conflicts as C
+
+        if not live:
+            return []
+        vector = embedder(self.cell.embedder).embed([text])[0]
+        new = C.Statement(0, text, value, vector)
+        olds = [C.Statement(e.entry_id, e.text, e.value, e.embedding) for e in live]
+        if self.detector == "lexical":
+            return [(e, *C.lexical(new, o, self.cell.conflict_overlap), None) for e, o in zip(live, olds)]
+        if self.detector == "embedding":
+            return [(e, *C.embedding(new, o, self.cell.conflict_similarity), None) for e, o in zip(live, olds)]
+        sims = [C.cosine(vector, o.vector) for o in olds]
+        asked = set(sorted(range(len(live)), key=lambda i: (-sims[i], -live[i].entry_id))[:self.cell.conflict_candidates])
+        out: list[tuple[Any, bool | None, float | None, int | None]] = []
+        for i, (e, o) in enumerate(zip(live, olds)):
+            if i not in asked:
+                out.append((e, False, sims[i], None))
+                continue
+            assert self.conflict_judge is not None
+            reply = await self._call(CONFLICT_SLOT, CONFLICT_SLOT, self.cell.judge, self.conflict_judge,
+                                     C.judge_messages(self.t, first=o.text, second=text), self.cell.judge_sampling,
+                                     turn, "conflict")
+            if reply.failed:
+                return out
+            out.append((e, C.judge_answer(reply.text), sims[i], self.steps[-1]["seq"]))
+        return out
+
+    def _record_detections(self, turn: int, new_id: int | None, fact_id: str | None, value: str | None,
+                           seen: str | None, result: Any,
+                           decided: list[tuple[Any, bool | None, float | None, int | None]]) -> None:
+        """The pairs a detector said conflict or the script says do (the rest are agreed
+        negatives, counted in the write's ``pairs_examined``), each with both answers."""
+        from workbench.worlds.recall.conflicts import truth
+
+        for old, answer, score, step in decided:
+            old_fact, old_value = self.truth_of.get(old.entry_id, (None, None))
+            true = truth(fact_id, value, old_fact, old_value)
+            if not (answer or true):
+                continue
+            self.detections.append({
+                "turn": turn, "detector": self.detector, "new": new_id, "old": old.entry_id,
+                "answer": answer, "truth": true, "score": _num(score), "step": step,
+                "new_value": seen, "old_value": old.value, "new_fact": fact_id, "old_fact": old_fact,
+                "removed": old.entry_id in {e.entry_id for e in result.removed},
+                "refused_by_old": result.refused_by == old.entry_id})
 
     def _namespace(self, role: str) -> str:
         return role
@@ -330,9 +410,11 @@ class RecallWorld:
                                 "namespaces": namespaces, "memory_size": len(self.memory.entries), "hits": records})
         return records
 
-    async def _write_reply(self, role: str, text: str, turn: int, fact_id: str | None) -> str | None:
-        """Store an agent's reply (``memory_writes: replies | both``); its entry id, if stored."""
-        if self.memory is None or not self.cell.writes_replies or not text.strip():
+    async def _write_reply(self, role: str, text: str, turn: int, fact_id: str | None,
+                           write_turn: bool = False) -> str | None:
+        """Store an agent's reply (``memory_writes: replies | both``, or ``update-turns`` on a
+        turn the script marks ``write_to_memory``); its entry id, if stored."""
+        if self.memory is None or not self.cell.writes_reply_on(write_turn) or not text.strip():
             return None
         rec = await self._write(text, author=role, authority=role_authority(self.script.domain, role), turn=turn,
                                 namespace=self._namespace(role), fact_id=fact_id, source="reply")
@@ -421,7 +503,7 @@ class RecallWorld:
             record["memory_entry"] = rec["entry"]["entry_id"] if rec["entry"] else None
             if turn.poisoned:
                 rec["poisoned"] = True
-        reply_entry = await self._write_reply(turn.role, reply.text, turn.turn, turn.fact_id)
+        reply_entry = await self._write_reply(turn.role, reply.text, turn.turn, turn.fact_id, turn.write_to_memory)
         if reply_entry is not None:
             record["reply_entry"] = reply_entry
 
@@ -542,6 +624,9 @@ class RecallWorld:
         if self.value_judge is not None:
             agents.append({"agent": VALUE_SLOT, "role": VALUE_SLOT, "route": self.cell.judge, "authority": None,
                            "system_prompt": None, "turns_voiced": 0, "recalls": 0, "model_returned": []})
+        if self.conflict_judge is not None:
+            agents.append({"agent": CONFLICT_SLOT, "role": CONFLICT_SLOT, "route": self.cell.judge, "authority": None,
+                           "system_prompt": None, "turns_voiced": 0, "recalls": 0, "model_returned": []})
         if self.judge is not None:
             agents.append({"agent": JUDGE_SLOT, "role": JUDGE_SLOT, "route": self.cell.judge, "authority": None,
                            "system_prompt": None, "turns_voiced": 0, "recalls": 0, "model_returned": []})
@@ -562,9 +647,11 @@ class RecallWorld:
                           "retrieve": self.cell.retrieve if self.cell.memory else None,
                           "invalidate_stale": self.cell.invalidate_stale if self.cell.memory else False,
                           "conversation": self.cell.shows_conversation, "context_turns": self.cell.context_turns,
-                          "values": self.cell.values if self.cell.memory else None},
+                          "values": self.cell.values if self.cell.memory else None,
+                          **({"conflicts": self.detector} if self.detector is not None else {})},
             "agents": agents, "turns": self.turns, "retrievals": self.retrievals, "memory_log": self.memory_log,
             "conflicts": self.conflicts,
+            **({"detections": self.detections} if self.detector is not None else {}),
             **({"adversary": self.adversary} if self.adversary is not None else {}),
             "recalls": self.recalls, "n_steps": len(self.steps), "clock_end": round(self.clock, 6),
             "failed": self.failure, "valid": self._valid(), "timing": {"wall_s": round(wall_s, 6)},
