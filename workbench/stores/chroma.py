@@ -23,8 +23,13 @@ What Chroma does and what stays here:
   ``alpha·(its similarity bound) + beta·(highest authority) + gamma·(highest recency)``;
   while the k-th best score found is not above that bound, the pool doubles (up to every
   visible entry, which is the exact scan). So the top k equals the in-memory store's
-  as long as Chroma's index returns true nearest neighbours, which HNSW does at these
-  sizes with the search breadth set here (tested on a seeded memory).
+  as long as Chroma's index returns true nearest neighbours. HNSW is approximate: at
+  Chroma's default settings (:data:`HNSW`) it does on the memories measured (2,000
+  entries of a recall world's memory, tested), with a narrow index (few neighbours, a
+  small ``ef_search``) it does not. :func:`recall_at_k` runs the same queries on the
+  index and on an exact scan of the same entries and says how much of the exact top k
+  came back. Chroma's index build is not seeded: with narrow settings two builds of the
+  same entries answer differently, so such a cell does not replay exactly.
 - Invalidation (which entries conflict, which is removed or refused) is the in-memory
   store's rule, run on the copy of the live entries this class inherits; the collection
   is kept in step with it (additions and removals) before every search.
@@ -41,6 +46,7 @@ import tempfile
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +57,41 @@ from workbench.stores.vector import AddResult, Hit, MemoryEntry, VectorMemory
 
 BACKENDS: tuple[str, ...] = ("memory", "chroma")
 
-#: HNSW settings of every collection: cosine space, and a search breadth far above the
-#: memories a world builds, so that the index's neighbours are the true ones.
-HNSW: dict[str, Any] = {"space": "cosine", "ef_construction": 200, "ef_search": 200}
+#: The HNSW settings a collection is built with (Chroma's configuration API, chromadb 1.x:
+#: ``configuration={"hnsw": {...}}``; the legacy metadata keys were ``hnsw:space``,
+#: ``hnsw:M``, ``hnsw:construction_ef``, ``hnsw:search_ef``). The defaults are Chroma's own
+#: (``populate_create_hnsw_defaults``: 16 neighbours, ef 100 at construction and search),
+#: except the space: cosine, the similarity the composite score uses (Chroma's default, l2,
+#: ranks unit vectors the same). Only these four change what the index returns: Chroma
+#: 1.x's local index drops ``num_threads`` and ``batch_size`` from the configuration.
+HNSW_SPACES: tuple[str, ...] = ("cosine", "l2", "ip")
+HNSW: dict[str, Any] = {"space": "cosine", "max_neighbors": 16, "ef_construction": 100, "ef_search": 100}
 #: Chroma computes distances in float32: the slack allowed when bounding unseen entries.
 _DISTANCE_SLACK = 1e-5
+
+
+def hnsw_settings(settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``settings`` over :data:`HNSW`, checked: a known space and positive integers
+    (an unknown key or a bad value raises InputError naming it)."""
+    out = dict(HNSW)
+    for key, value in (settings or {}).items():
+        if key not in HNSW:
+            raise InputError(f"hnsw.{key}: unknown HNSW setting; expected some of: {', '.join(HNSW)}")
+        if key == "space":
+            if value not in HNSW_SPACES:
+                raise InputError(f"hnsw.space: expected one of {', '.join(HNSW_SPACES)} (got {value!r})")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(f"hnsw.{key}: expected a positive integer (got {value!r})")
+        out[key] = value
+    return out
+
+
+def _similarity_bound(distance: float, space: str) -> float:
+    """The largest cosine an entry at ``distance`` (Chroma's, in ``space``) can have, for
+    unit vectors: cosine and ip distances are 1 − cos, l2 is the squared distance 2 − 2·cos."""
+    if space == "l2":
+        return 1.0 - distance / 2.0 + _DISTANCE_SLACK
+    return 1.0 - distance + _DISTANCE_SLACK
 
 _CLIENTS: dict[str, Any] = {}
 _TEMP_DIR: str | None = None
@@ -111,12 +147,14 @@ class ChromaVectorMemory(VectorMemory):
 
     backend = "chroma"
 
-    def __init__(self, *args: Any, path: str | Path | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, path: str | Path | None = None, hnsw: Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.hnsw = hnsw_settings(hnsw)
         self._client = chroma_client(path)
         self.collection_name = f"wb-{uuid.uuid4().hex}"
         self._collection = self._client.create_collection(self.collection_name, embedding_function=None,
-                                                          configuration={"hnsw": dict(HNSW)})
+                                                          configuration={"hnsw": dict(self.hnsw)})
         self._mirrored: set[int] = set()  # entry ids now in the collection
         self._finalizer = weakref.finalize(self, _drop, self._client, self.collection_name)
 
@@ -193,7 +231,7 @@ class ChromaVectorMemory(VectorMemory):
                 break
             # Every entry Chroma left out is at least as far as the farthest returned one.
             farthest = max(found["distances"][0])
-            bound = w.alpha * (1.0 - farthest + _DISTANCE_SLACK) + top_other
+            bound = w.alpha * _similarity_bound(farthest, self.hnsw["space"]) + top_other
             if len(ids) >= k and float(np.sort(scores)[-k]) > bound:
                 break
             pool = min(len(visible), 2 * pool)
@@ -202,6 +240,94 @@ class ChromaVectorMemory(VectorMemory):
         return [Hit(entry=cands[i], rank=r, similarity=float(sims[i]), authority=cands[i].authority,
                     recency=float(recency[i]), score=float(scores[i]))
                 for r, i in enumerate(order.tolist(), start=1)]
+
+
+    def exact_search(self, query: str, *, current_turn: int, k: int,
+                     namespaces: Sequence[str] | None = None) -> list[Hit]:
+        """The same search by a full scan of the live entries (the in-memory store's), never
+        asking the index: what the approximate search is measured against."""
+        return VectorMemory.search(self, query, current_turn=current_turn, k=k, namespaces=namespaces)
+
+    def nearest(self, query: str, k: int) -> list[int]:
+        """The ids of the index's ``k`` nearest entries to ``query`` (Chroma's own answer,
+        no re-ranking): what the HNSW index alone gets right or wrong."""
+        if not self.entries:
+            return []
+        self._sync()
+        found = self._collection.query(query_embeddings=[self._embed([query])[0].tolist()],
+                                       n_results=min(k, len(self.entries)), include=["distances"])
+        return [int(i) for i in found["ids"][0]]
+
+
+@dataclass(frozen=True)
+class Query:
+    """One search to compare: the query text, the turn it is asked at, the namespaces seen."""
+
+    text: str
+    current_turn: int
+    namespaces: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class RecallAtK:
+    """How much of the exact top k an approximate index returns, over a set of queries.
+
+    ``found`` / ``expected``: the entries of the exact scan's top k (by the composite score)
+    that the Chroma-backed search also returned, summed over queries; ``nn_found`` /
+    ``nn_expected``: the same for the index's raw nearest neighbours against the exact
+    nearest neighbours by cosine (the index alone, before our re-ranking and pool growth).
+    ``identical``: queries whose top k came back identical, in the same order."""
+
+    k: int
+    queries: int
+    found: int
+    expected: int
+    nn_found: int
+    nn_expected: int
+    identical: int
+    hnsw: dict[str, Any] = field(default_factory=dict)
+    memory_size: int = 0
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.expected if self.expected else 1.0
+
+    @property
+    def nn_recall(self) -> float:
+        return self.nn_found / self.nn_expected if self.nn_expected else 1.0
+
+    def to_record(self) -> dict[str, Any]:
+        return {"k": self.k, "queries": self.queries, "memory_size": self.memory_size, "hnsw": dict(self.hnsw),
+                "found": self.found, "expected": self.expected, "recall_at_k": round(self.recall, 6),
+                "nn_found": self.nn_found, "nn_expected": self.nn_expected,
+                "nn_recall_at_k": round(self.nn_recall, 6), "identical": self.identical}
+
+
+def recall_at_k(memory: ChromaVectorMemory, queries: Sequence[Query], k: int) -> RecallAtK:
+    """Run every query on the Chroma index and on an exact scan of the same live entries
+    and count how much of the exact top k the index's search returned (see :class:`RecallAtK`).
+    The exact nearest neighbours by cosine break ties by the higher id, as the store does."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    found = expected = nn_found = nn_expected = identical = 0
+    entries = memory.entries
+    matrix = np.array([e.embedding for e in entries], dtype=np.float64) if entries else np.zeros((0, 0))
+    ids = np.array([e.entry_id for e in entries], dtype=np.int64)
+    for q in queries:
+        ns = None if q.namespaces is None else list(q.namespaces)
+        approx = [h.entry.entry_id for h in memory.search(q.text, current_turn=q.current_turn, k=k, namespaces=ns)]
+        exact = [h.entry.entry_id for h in memory.exact_search(q.text, current_turn=q.current_turn, k=k,
+                                                                 namespaces=ns)]
+        found += len(set(approx) & set(exact))
+        expected += len(exact)
+        identical += approx == exact
+        if entries:
+            sims = matrix @ memory._embed([q.text])[0]
+            true_nn = set(ids[np.lexsort((-ids, -sims))][:k].tolist())
+            nn_found += len(true_nn & set(memory.nearest(q.text, k)))
+            nn_expected += len(true_nn)
+    return RecallAtK(k=k, queries=len(queries), found=found, expected=expected, nn_found=nn_found,
+                     nn_expected=nn_expected, identical=identical, hnsw=dict(memory.hnsw), memory_size=len(entries))
 
 
 def _metadata(e: MemoryEntry) -> dict[str, Any]:
@@ -219,4 +345,5 @@ def vector_memory_class(backend: str) -> type[VectorMemory]:
     raise InputError(f"unknown vector backend {backend!r}; expected one of: {', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "HNSW", "ChromaVectorMemory", "chroma_available", "chroma_client", "vector_memory_class"]
+__all__ = ["BACKENDS", "HNSW", "HNSW_SPACES", "ChromaVectorMemory", "Query", "RecallAtK", "chroma_available",
+           "chroma_client", "hnsw_settings", "recall_at_k", "vector_memory_class"]
