@@ -24,10 +24,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from workbench.errors import InputError, UnknownNameError
 from workbench.inputs import InputFileError, first_error, read_yaml_mapping
+from workbench.models.deployments import Deployment, Routing, check_pool
 from workbench.resources import shipped
 
 # Providers whose route prefix a study may use directly (``openai/gpt-5.4``).
@@ -124,6 +134,25 @@ class ModelEntry(Limits):
                             "that caches on its own still may; what it reports is recorded either way)")
     paths: dict[str, RequestPath] = Field(default_factory=dict, description="other request paths to this model, "
                                           f"by name ({DIRECT!r} is the entry itself)")
+    deployments: list[Deployment] | None = Field(
+        None, description="several servers of this model (vLLM or llama.cpp replicas): calls are spread over them "
+                          "by litellm's Router, and each records the one that served it (workbench.models.deployments)")
+    routing: Routing | None = Field(None, description="with deployments: the Router's strategy, allowed_fails "
+                                                      "and cooldown (defaults: least-busy, 1, 30 s)")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # an entry without deployments dumps as it did before they existed: its design hash is unchanged
+        out = handler(self)
+        for name in ("deployments", "routing"):
+            if isinstance(out, dict) and out.get(name) is None:
+                out.pop(name, None)
+        return out
+
+    @field_validator("deployments")
+    @classmethod
+    def _deployments(cls, v: list[Deployment] | None) -> list[Deployment] | None:
+        return None if v is None else check_pool(v)
 
     @field_validator("paths")
     @classmethod
@@ -157,6 +186,13 @@ class ModelEntry(Limits):
         # call records that it fell back (or was omitted) rather than hiding the quirk.
         if self.efforts is not None and self.effort_fallback is not None and self.effort_fallback not in self.efforts:
             raise InputError(f"effort_fallback {self.effort_fallback!r} is not among efforts {self.efforts}")
+        if self.deployments is not None and (self.api_base is not None or self.api_base_env is not None):
+            raise InputError("deployments: each deployment names its own api_base; leave the entry's api_base and "
+                             "api_base_env out")
+        if self.routing is not None and self.deployments is None:
+            raise InputError("routing: only an entry with deployments is routed; add deployments or leave it out")
+        if self.deployments is not None and self.routing is None:
+            self.routing = Routing()  # the defaults, written out so a record's design names them
         return self
 
     @property

@@ -20,6 +20,7 @@ from workbench.models.litellm_client.cache import ReplyCache, cache_key
 from workbench.models.litellm_client.keys import _api_base, find_key, redact, secret_values, strip_credentials
 from workbench.models.litellm_client.limits import estimate_tokens, limits_for
 from workbench.models.litellm_client.loader import get_litellm
+from workbench.models.litellm_client.pool import pool_for
 from workbench.models.litellm_client.request import _rejected_param, _supported, prepare_params
 from workbench.models.litellm_client.retries import MalformedResponse, _headers_of, classify, parse_retry_after
 from workbench.models.litellm_client.sent import redact_json, sha256_json
@@ -80,7 +81,7 @@ def _reasoning(message: Any) -> str | None:
 
 
 _LEDGER_ATTEMPT_KEYS = ("n", "request_id", "status", "error", "duration_s", "wait_s", "local", "cancelled",
-                        "rpm_wait_s", "tpm_wait_s")
+                        "rpm_wait_s", "tpm_wait_s", "deployment", "cooldown_s")
 
 
 def _ledger_attempts(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -115,7 +116,13 @@ class LiteLLMClient:
         self.rng = random.Random(seed)
         self._sleep = sleep or asyncio.sleep
         get_litellm()  # once per process, here rather than inside the first call's measured latency
-        self.limits = limits_for(self.route, self.api_base, entry.max_connections, entry.rpm, entry.tpm)
+        # several servers: calls go through litellm's Router (see .pool); the limits are the pool's
+        self.pool = pool_for(entry) if entry.deployments else None
+        if self.pool is not None:
+            pool_key, pool_rpm, pool_tpm = self.pool.limits()
+            self.limits = limits_for(self.route, pool_key, entry.max_connections, pool_rpm, pool_tpm)
+        else:
+            self.limits = limits_for(self.route, self.api_base, entry.max_connections, entry.rpm, entry.tpm)
         self.prompt_cache = pcache.check_mode(prompt_cache if prompt_cache is not None else entry.prompt_cache)
         self._breakpoints = self.prompt_cache == "auto" and pcache.needs_breakpoints(self.route)
         self._token_prices: TokenPrices | None | bool = False  # looked up on first use (see _prices)
@@ -192,6 +199,8 @@ class LiteLLMClient:
     def _cost(self, resp: Any, usage: dict[str, int]) -> tuple[float | None, str | None]:
         hidden = getattr(resp, "_hidden_params", None) or {}
         cost = hidden.get("response_cost")
+        if cost is not None and self.pool is not None and map_prices(self.entry, get_litellm().model_cost) is None:
+            cost = None  # the Router registers a pool's model unpriced, so litellm says 0.0: the catalogue prices it
         if cost is not None:
             return float(cost), "litellm"
         if self.entry.priced() and usage:
@@ -208,6 +217,19 @@ class LiteLLMClient:
         if pcache.needs_breakpoints(self.route):
             prompt -= usage.get("cached_tokens", 0)
         return max(0, prompt) + usage.get("completion_tokens", 0)
+
+    def _deployment(self, att: dict[str, Any], resp: Any, exc: BaseException | None) -> None:
+        """Name the pool deployment that took an attempt (see .pool); after a failure, note the
+        cooldown it put the deployment into, if it did."""
+        assert self.pool is not None
+        dep_id = att.pop("_deployment", None)
+        if resp is not None:  # the deployment that answered says so itself
+            dep_id = (getattr(resp, "_hidden_params", None) or {}).get("model_id") or dep_id
+        att["deployment"] = self.pool.name_of(dep_id)
+        if exc is not None and dep_id:
+            cooled = self.pool.new_cooldown(dep_id)
+            if cooled is not None:
+                att["cooldown_s"] = cooled
 
     # -- the call -----------------------------------------------------------------------
     async def complete(self, request: ModelRequest) -> ModelReply:
@@ -233,6 +255,8 @@ class LiteLLMClient:
                     "attempts": _ledger_attempts(reply.attempts), "cost_usd": reply.cost_usd, "error": reply.error}
             if reply.usage and state == "answered":  # cached prompt tokens included: what the cost rests on
                 line["usage"] = reply.usage
+            if self.pool is not None and state == "answered":
+                line["deployment"] = reply.extra.get("deployment")
             self.ledger.record(line)
         return reply
 
@@ -253,6 +277,8 @@ class LiteLLMClient:
         att = trace["attempts"][-1]
         att["duration_s"] = round(time.monotonic() - trace["a0"], 6)
         att["cancelled"] = True
+        if self.pool is not None:
+            self._deployment(att, resp, error)
         usage = _usage(resp) if resp is not None else {}
         if usage and trace.get("tpm_slot") is not None:
             trace["tpm_slot"].settle(self._tpm_counted(usage))
@@ -294,6 +320,8 @@ class LiteLLMClient:
         wall0 = time.time()
         key, key_source = find_key(self.entry)
         secrets = (key,) if key else ()
+        if self.pool is not None:
+            secrets = tuple(sorted({*secrets, *self.pool.secrets()}))
         requested = {**self.entry.defaults(), **dict(request.params)}
         from_catalogue = sorted(k for k in self.entry.defaults() if k not in request.params)
         supported = self._supported()
@@ -304,6 +332,8 @@ class LiteLLMClient:
             "key_source": key_source, "defaults_from_catalogue": from_catalogue,
             "params_dropped_why": dict(why), "param_changes": list(changes), "cache_hit": False,
         }
+        if self.pool is not None:
+            extra["routing"] = self.pool.summary()
         messages = [dict(m) for m in request.messages]
         replayed = pcache.reasoning_blocks_sent(messages)
         if replayed:
@@ -412,7 +442,10 @@ class LiteLLMClient:
                     trace["in_request"] = True
                     # shielded: a call cancelled mid-request lets its request finish in the background
                     # (see complete), so what the provider saw and what it cost are still recorded
-                    if self.lean and kwargs.get("api_key") and lean.sendable(wire, sent):  # same request, less CPU
+                    if self.pool is not None:  # litellm's Router picks the deployment (keys are its own)
+                        call = self.pool.acompletion(**{k: v for k, v in kwargs.items()
+                                                        if k not in ("model", "api_base", "api_key")})
+                    elif self.lean and kwargs.get("api_key") and lean.sendable(wire, sent):  # same request, less CPU
                         call = lean.acompletion(model=self.route, messages=wire, api_base=kwargs["api_base"],
                                                 api_key=kwargs["api_key"], timeout=self.timeout_s, params=sent,
                                                 request_id=att["request_id"])
@@ -441,6 +474,8 @@ class LiteLLMClient:
                     self.limits.leave()
                     trace["in_request"] = False
                     att["duration_s"] = round(time.monotonic() - a0, 6)
+                    if self.pool is not None:
+                        self._deployment(att, resp, exc)
                 if exc is None:
                     try:
                         _ = resp.choices[0].message
@@ -508,6 +543,8 @@ class LiteLLMClient:
         extra.update(cost_source=cost_source, finish_reason=getattr(resp.choices[0], "finish_reason", None),
                      api_base_used=self._redact_base(hidden.get("api_base"), secrets) if hidden.get("api_base") else None,
                      response_id=getattr(resp, "id", None))
+        if self.pool is not None:
+            extra["deployment"] = attempts[-1].get("deployment")
         if reservation is not None and self.budget is not None:
             self.budget.settle(reservation, cost)
             extra["budget"]["charged_usd"] = cost

@@ -47,6 +47,18 @@ def as_sent(body: Any) -> Any:
     return out
 
 
+def record_deployment(kwargs: Any) -> None:
+    """The pool deployment litellm's Router chose for this attempt (``model_info.id``, ours only:
+    see :mod:`.pool`), kept on the attempt as ``_deployment`` for the client to name."""
+    sink = SINK.get()
+    if sink is None or not isinstance(kwargs, dict):
+        return
+    info = (kwargs.get("litellm_params") or {}).get("model_info") or {}
+    dep = info.get("id") if isinstance(info, dict) else None
+    if isinstance(dep, str) and dep.startswith("wbpool:"):
+        sink["_deployment"] = dep
+
+
 def install(litellm: Any) -> None:
     """Register the pre-call logger once per process (idempotent)."""
     if _INSTALLED:
@@ -56,6 +68,7 @@ def install(litellm: Any) -> None:
     class SentBody(CustomLogger):
         def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
             record(as_sent(((kwargs or {}).get("additional_args") or {}).get("complete_input_dict")))
+            record_deployment(kwargs)
 
     logger = SentBody()
     litellm.callbacks = [*list(getattr(litellm, "callbacks", None) or []), logger]
