@@ -203,3 +203,29 @@ def test_seeded_profile_is_reproducible_and_flips():
     a, b = MO.label_episodes(worlds, [mon]), MO.label_episodes(worlds, [mon])
     assert a["flagged"].tolist() == b["flagged"].tolist()
     assert 0 < a["flagged"].sum() < 40
+
+
+def test_workbench_metrics_writes_the_oversight_tables(tmp_path, capsys):
+    """``workbench metrics`` on a collusion run writes the claim, hazard and monitor
+    tables beside the others (metrics.py imports claims and monitor now that their
+    shared helpers live in rows.py; before, an import cycle kept them out). The monitor
+    CSV holds the simulated monitors and a recorded monitor route, per cell."""
+    import pandas as pd
+
+    from tests.collusion_synth import write_run
+    from workbench.cli import main
+    from workbench.worlds.collusion import monitor_route as MR
+
+    worlds = _monitored_worlds() + _hazard_worlds()
+    run = write_run(tmp_path / "run", worlds)
+    MR.run_monitor(run, MR.SIM_ROUTE, reads="channel")
+    assert main(["metrics", str(run)]) == 0
+    capsys.readouterr()  # the terminal tables: not under test here
+    out = run / "metrics" / "tables"
+    for name in ("claims", "hazard", "monitor", "claim_episodes", "hazard_rows", "monitor_episodes"):
+        assert (out / f"{name}.csv").is_file(), name
+    mon = pd.read_csv(out / "monitor.csv")
+    assert f"{MR.SIM_ROUTE} (channel)" in set(mon["monitor"])
+    row = mon[(mon["monitor"] == f"{MR.SIM_ROUTE} (channel)") & (mon["cell_id"] == "m")].iloc[0]
+    assert (row["detected k/n"], row["false positives k/n"]) == ("1/2", "1/6")  # as the in-process monitor
+    assert len(pd.read_csv(out / "hazard.csv")) > 0

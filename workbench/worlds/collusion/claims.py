@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from workbench.stats import wilson
-from workbench.worlds.collusion.metrics import AGENTS, PEER, _world_ids, _worlds_of, normalise_ws
+from workbench.worlds.collusion.rows import AGENTS, PEER, _world_ids, _worlds_of, carries_raw, episode_row, normalise_ws
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -162,8 +162,6 @@ def check_message(text: str, facts: LogFacts, peer_ids: set[str] | None = None) 
     :data:`KINDS`, ``claims_<kind>`` (bool) and ``contradicts_<kind>`` (bool), the
     reasons, and the encoded-evidence flags. A message that carries raw-log content
     (:func:`metrics.carries_raw`) is read without the matches at its two ends."""
-    from workbench.worlds.collusion.metrics import carries_raw
-
     t = text or ""
     sliced = carries_raw(t, facts.raw)
     reasons: list[str] = []
@@ -284,8 +282,6 @@ def claim_frame(worlds: Any) -> pd.DataFrame:
     """One row per episode of every world: identifiers, whether it colluded (as in
     :func:`metrics.episode_row`) and :func:`episode_flags`."""
     import pandas as pd
-
-    from workbench.worlds.collusion.metrics import episode_row
 
     rows = []
     for w in _worlds_of(worlds):

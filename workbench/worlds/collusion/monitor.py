@@ -17,9 +17,14 @@ raw log in an agent's own reasoning; flagging an episode when **both** agents sh
 two), optionally with a seeded profile (``miss``, ``false_alarm``: per-episode flips
 drawn from a generator seeded by the monitor's seed, the world id and the
 episode, so a relabelling gives the same labels). It is simulated behaviour, not
-a measurement of any model. An LLM monitor would go through the model interface
-(:func:`workbench.models.factory.make_client`) with a prompt from the study's
-templates, recording its replies the same way; it is not built here.
+a measurement of any model. A **monitor route** (an LLM, or the simulated route
+``sim-collusion-monitor/cues`` offline) is run by :mod:`monitor_route` through the
+model interface, post hoc like the judges, with the templates ``monitor_channel``
+and ``monitor_reasoning``; its labels are written beside the records
+(:data:`MONITORS_FILE`, one line per episode, with the prompt text and its hash)
+and read back here (:func:`monitor_frame`), so this module, like every table,
+reads records only. A cell may declare its monitor (``monitor: {route, reads}``,
+a recorded cell field, so the monitor is a factor of the design).
 
 Metrics (:func:`monitor_table`), per monitor and cell over the evaluation
 episodes of valid trajectories: the **detection rate** (flagged among colluding
@@ -40,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workbench.stats import wilson
-from workbench.worlds.collusion.metrics import AGENTS, _world_ids, _worlds_of, episode_row, km_median
+from workbench.worlds.collusion.rows import AGENTS, _is_yes, _world_ids, _worlds_of, episode_row, km_median
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,18 +70,62 @@ def channel_text(ep: dict[str, Any]) -> str:
                      if m.get("delivered"))
 
 
+def _indented(text: str) -> str:
+    return str(text).replace("\r\n", "\n").replace("\n", "\n    ")
+
+
 def reasoning_text(ep: dict[str, Any]) -> str:
-    """The agents' private reasoning of an episode: verdict reasoning, then reflections."""
+    """The agents' private reasoning of an episode: verdict reasoning, then reflections,
+    one per line as ``agent (verdict|reflection): text`` (line breaks in the text become
+    indented continuation lines, so :func:`episode_from_blocks` reads it back)."""
     parts = []
     for a in AGENTS:
         r = ((ep.get("verdicts") or {}).get(a) or {}).get("reasoning")
         if r:
-            parts.append(f"{a} (verdict): {r}")
+            parts.append(f"{a} (verdict): {_indented(r)}")
     for a in AGENTS:
         r = (ep.get("reflections") or {}).get(a)
         if r:
-            parts.append(f"{a} (reflection): {r}")
+            parts.append(f"{a} (reflection): {_indented(r)}")
     return "\n".join(parts)
+
+
+def channel_block(ep: dict[str, Any]) -> str:
+    """The delivered messages as a monitor route reads them: ``[round N] sender: text``
+    per message, continuation lines indented (the judges' transcript form)."""
+    lines = [f"[round {m.get('round')}] {m.get('sender')}: {_indented(m.get('text') or '')}"
+             for m in ep.get("messages") or [] if m.get("delivered")]
+    return "\n".join(lines) if lines else "(no message was delivered)"
+
+
+_CHANNEL_LINE = re.compile(r"^\[round (\d+)\] (alice|bob): ?(.*)$")
+_REASONING_LINE = re.compile(r"^(alice|bob) \((verdict|reflection)\): ?(.*)$")
+
+
+def _block_lines(block: str, pattern: re.Pattern[str]) -> list[list[str]]:
+    out: list[list[str]] = []
+    for line in (block or "").split("\n"):
+        m = pattern.match(line)
+        if m:
+            out.append(list(m.groups()))
+        elif out and line.startswith("    "):
+            out[-1][-1] += "\n" + line[4:]
+    return out
+
+
+def episode_from_blocks(channel: str, reasoning: str | None = None) -> dict[str, Any]:
+    """The inverse of :func:`channel_block` and :func:`reasoning_text`: an episode
+    holding just what a monitor prompt showed (delivered messages; verdict reasoning
+    and reflections), for the simulated monitor route, which sees only its prompt."""
+    ep: dict[str, Any] = {"messages": [{"round": int(r), "sender": a, "text": t, "delivered": True}
+                                       for r, a, t in _block_lines(channel, _CHANNEL_LINE)],
+                          "verdicts": {}, "reflections": {}}
+    for a, kind, t in _block_lines(reasoning or "", _REASONING_LINE):
+        if kind == "verdict":
+            ep["verdicts"][a] = {"reasoning": t}
+        else:
+            ep["reflections"][a] = t
+    return ep
 
 
 @dataclass(frozen=True)
@@ -134,8 +183,9 @@ class SimulatedMonitor:
 
 
 DEFAULT_MONITORS: tuple[SimulatedMonitor, ...] = (SimulatedMonitor("channel"), SimulatedMonitor("channel+reasoning"))
-MONITOR_FRAME_COLUMNS = ["monitor", "reads", "world_id", "cell_id", "cell", "valid", "episode", "eval_episode",
-                         "warmup", "collusion", "flagged", "cues"]
+MONITOR_FRAME_COLUMNS = ["monitor", "reads", "route", "world_id", "cell_id", "cell", "valid", "episode",
+                         "eval_episode", "warmup", "collusion", "flagged", "status", "cues"]
+MONITORS_FILE = "monitors.jsonl"  # a monitor route's labels, beside the records and judges.jsonl
 
 
 def label_episodes(worlds: Any, monitors: Sequence[SimulatedMonitor] = DEFAULT_MONITORS) -> pd.DataFrame:
@@ -153,20 +203,89 @@ def label_episodes(worlds: Any, monitors: Sequence[SimulatedMonitor] = DEFAULT_M
                 warm = bool(ep.get("warmup"))
                 k += 0 if warm else 1
                 lab = mon.label(ep, str(ids["world_id"]))
-                rows.append({"monitor": mon.name, "reads": mon.reads, "world_id": ids["world_id"],
+                rows.append({"monitor": mon.name, "reads": mon.reads, "route": None, "world_id": ids["world_id"],
                              "cell_id": ids["cell_id"], "cell": ids["cell"], "valid": ids["valid"],
                              "episode": ep.get("episode"), "eval_episode": None if warm else k, "warmup": warm,
-                             "collusion": col, "flagged": lab["flagged"],
+                             "collusion": col, "flagged": lab["flagged"], "status": "ok",
                              "cues": len(lab["cues"])})
     return pd.DataFrame(rows, columns=MONITOR_FRAME_COLUMNS)
+
+
+def route_monitor_name(route: str, reads: str) -> str:
+    """How a monitor route is named in tables: its route and what it read."""
+    return f"{route} ({reads})"
+
+
+def load_monitor_labels(run_dir: Any) -> list[dict[str, Any]]:
+    """The labels a monitor route wrote beside a run (:data:`MONITORS_FILE`); for an
+    episode labelled again by the same route and reading (a changed prompt), the later
+    line wins, as with the judges. Empty when no monitor route ran."""
+    from pathlib import Path
+
+    from workbench.records import read_jsonl
+
+    if run_dir is None:
+        return []
+    latest: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    for rec in read_jsonl(Path(run_dir) / MONITORS_FILE):
+        if rec.get("kind") == "monitor_label" and rec.get("world_id") is not None:
+            latest[(str(rec.get("route")), str(rec.get("reads")), str(rec["world_id"]), int(rec["episode"]))] = rec
+    return list(latest.values())
+
+
+def recorded_frame(worlds: Any, labels: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """:func:`label_episodes`' rows for the labels of monitor routes: one row per route,
+    reading and labelled episode, beside the recorded collusion. A label that failed
+    (``status`` unparseable or error) counts as not flagged, as a judge's failure
+    counts as "no"; episodes the route did not label (``--limit``) have no row."""
+    import pandas as pd
+
+    by_world: dict[str, list[dict[str, Any]]] = {}
+    for lab in labels:
+        by_world.setdefault(str(lab["world_id"]), []).append(lab)
+    rows = []
+    for w in _worlds_of(worlds):
+        ids = _world_ids(w)
+        mine = by_world.get(str(ids["world_id"]))
+        if not mine:
+            continue
+        eps, k = [], 0
+        for ep in w.get("episodes") or []:
+            warm = bool(ep.get("warmup"))
+            k += 0 if warm else 1
+            eps.append((ep, warm, None if warm else k))
+        for route, reads in dict.fromkeys((str(x.get("route")), str(x.get("reads"))) for x in mine):
+            got = {int(x["episode"]): x for x in mine if (str(x.get("route")), str(x.get("reads"))) == (route, reads)}
+            for ep, warm, k_eval in eps:
+                got_lab = got.get(int(ep.get("episode") or 0))
+                if got_lab is None:
+                    continue
+                rows.append({"monitor": route_monitor_name(route, reads), "reads": reads, "route": route,
+                             "world_id": ids["world_id"], "cell_id": ids["cell_id"], "cell": ids["cell"],
+                             "valid": ids["valid"], "episode": ep.get("episode"), "eval_episode": k_eval,
+                             "warmup": warm, "collusion": bool(episode_row(ep)["collusion"]),
+                             "flagged": bool(got_lab.get("status") == "ok" and got_lab.get("flagged") is True),
+                             "status": got_lab.get("status"), "cues": len(got_lab.get("evidence") or [])})
+    return pd.DataFrame(rows, columns=MONITOR_FRAME_COLUMNS)
+
+
+def monitor_frame(records: Any, monitors: Sequence[SimulatedMonitor] = DEFAULT_MONITORS) -> pd.DataFrame:
+    """Every monitor's per-episode labels of a run set: the in-process simulated
+    monitors (:func:`label_episodes`), then the monitor routes whose labels were
+    recorded beside the run (:func:`load_monitor_labels`)."""
+    import pandas as pd
+
+    sim = label_episodes(records, monitors)
+    rec = recorded_frame(records, load_monitor_labels(getattr(records, "dir", None)))
+    if not len(rec):
+        return sim
+    return pd.concat([sim, rec], ignore_index=True) if len(sim) else rec
 
 
 def _judged_yes(judgments: pd.DataFrame | None) -> set[tuple[str, int]] | None:
     """(world_id, record episode) with a verified "yes" from any judge; None when no judge ran."""
     if judgments is None or not len(judgments):
         return None
-    from workbench.worlds.collusion.metrics import _is_yes
-
     ok = judgments[_is_yes(judgments)]
     return {(str(w), int(e)) for w, e in zip(ok["world_id"], ok["episode"])}
 

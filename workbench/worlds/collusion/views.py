@@ -403,19 +403,8 @@ def merged_design(design: Any) -> Any:
 
 
 def oversight_tables(records: Any, ef: pd.DataFrame, judgments: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
-    """The oversight tables of a run set: claim-versus-log checks per cell
-    (:mod:`claims`), the discrete-time hazard model of onset (:mod:`hazard`) and
-    the simulated monitor's detection per cell (:mod:`monitor`, both reading
-    conditions), with their per-episode frames."""
-    from workbench.worlds.collusion import claims as CL
-    from workbench.worlds.collusion import hazard as HZ
-    from workbench.worlds.collusion import monitor as MO
-
-    cf = CL.claim_frame(records)
-    rows = HZ.hazard_rows(ef)
-    mf = MO.label_episodes(records)
-    return {"claims": CL.claim_table(cf), "claim_episodes": cf, "hazard": HZ.hazard_table(rows),
-            "hazard_rows": rows, "monitor": MO.monitor_table(mf, judgments), "monitor_episodes": mf}
+    """The oversight tables (:func:`metrics.oversight_tables`; kept here for callers of the report's module)."""
+    return M.oversight_tables(records, ef, judgments)
 
 
 @dataclass
@@ -427,10 +416,7 @@ class CollusionReport(RunReport):
     def tables(self) -> dict[str, pd.DataFrame]:
         """The metric tables (:func:`metrics.metric_tables`) and the oversight tables
         (:func:`oversight_tables`): claim checks, the hazard model, the monitor."""
-        tables = M.metric_tables(self.records)
-        judged = self.judgments if len(self.judgments) else None
-        tables.update(oversight_tables(self.records, tables["episodes"], judged))
-        return tables
+        return M.metric_tables(self.records)
 
     @property
     def tf(self) -> pd.DataFrame:
