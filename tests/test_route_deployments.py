@@ -166,3 +166,24 @@ def test_a_pool_names_its_servers_not_the_entry(tmp_path):
     path.write_text(yaml.safe_dump({"models": {"p": {"route": "openai/m"}}}))
     dumped = load_catalogue(path).get("p").model_dump()
     assert "deployments" not in dumped and "routing" not in dumped
+
+
+def test_preflight_asks_each_server_for_its_key(tmp_path, monkeypatch):
+    """A pool is served at api_bases of its own: no provider key is demanded for it, but a server
+    whose key is missing is named (unless the entry declares `auth: none`)."""
+    from workbench.models.preflight import route_problems
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("POOL_B_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)  # no ./.env
+    deployments = [{"name": "a", "api_base": "http://127.0.0.1:1/v1", "api_key_env": "POOL_A_KEY"},
+                   {"name": "b", "api_base": "http://127.0.0.1:2/v1", "api_key_env": "POOL_B_KEY"}]
+    path = tmp_path / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": {"p": {"route": "openai/m", "deployments": deployments},
+                                               "q": {"route": "openai/m", "deployments": deployments, "auth": "none"}}}))
+    monkeypatch.setenv("WORKBENCH_MODELS", str(path))
+    monkeypatch.setenv("POOL_A_KEY", "sk-pool-a-000000000000")
+    problems = route_problems(["p", "q"])
+    assert len(problems) == 1 and "deployments ['b'] have no key" in problems[0] and "route p " in problems[0]
+    monkeypatch.setenv("POOL_B_KEY", "sk-pool-b-000000000000")
+    assert route_problems(["p", "q"]) == []

@@ -34,7 +34,17 @@ def route_problems(routes: Iterable[str], *, budget_usd: float | None = None) ->
             continue
         entry = _entry(route)
         key, _ = find_key(entry)
-        own_server = entry.api_base is not None or entry.api_base_env is not None
+        # a pool of servers (deployments) is served at api_bases of its own, each may name its key
+        own_server = entry.api_base is not None or entry.api_base_env is not None or bool(entry.deployments)
+        if entry.deployments and key is None and entry.auth != "none":
+            from workbench.models.litellm_client.pool import deployment_key
+
+            keyless = [d.name for d in entry.deployments if deployment_key(entry, d) is None]
+            if keyless and len(keyless) < len(entry.deployments):
+                problems.append(f"route {route} ({entry.route}): deployments {keyless} have no key: set their "
+                                "api_key_env variables, or declare `auth: none` if those servers take none")
+                continue
+            key = "" if not keyless else None
         if key is None and (entry.api_key_env or not own_server):
             if entry.api_key_env:
                 missing = [entry.api_key_env]
