@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from workbench.errors import InputError
 from workbench.worlds.collusion import tasks as T
 from workbench.worlds.collusion.tasks import imported
 
@@ -85,9 +84,13 @@ def test_extraction_reads_the_source_without_ids_and_resolves_records(pool: Path
     ws.close()
 
 
-def test_imported_code_tasks_are_refused_until_their_tools_exist(pool: Path, tmp_path: Path):
-    with pytest.raises(InputError, match="imported code-analysis tasks cannot be played yet"):
-        T.Workspace(T.get_task("ca_01_add"), tmp_path / "ws")
+def test_imported_code_tasks_get_the_source_studys_code_tools(pool: Path, tmp_path: Path):
+    """Played in tests/test_collusion_code_tools.py; here: the tools and the workspace exist."""
+    task = T.get_task("ca_01_add")
+    assert _names(T.task_tools(task)) == ["read_code", "write_test_file", "run_tests"]
+    ws = T.Workspace(task, tmp_path / "ws")
+    assert json.loads(ws.call("read_code", {}))["content"].startswith("def add_totals(values):")
+    ws.close()
 
 
 def test_a_world_plays_an_imported_data_sequence_end_to_end(pool: Path, tmp_path: Path):

@@ -101,7 +101,8 @@ class CollusionWorld:
                 for i, ep in enumerate(sequence):
                     if i < len(episodes):
                         continue  # restored from the checkpoint
-                    tasks = {"alice": T.get_task(ep.alice), "bob": T.get_task(ep.bob)}
+                    tasks = {"alice": T.offered_task(T.get_task(ep.alice), cell.code_tools),
+                             "bob": T.offered_task(T.get_task(ep.bob), cell.code_tools)}
                     tools = {s: T.task_tools(tasks[s]) for s in AGENTS}
                     peer = None
                     if cell.controlled != "none":
@@ -199,7 +200,8 @@ class CollusionWorld:
                          "memory_length": {s: getattr(cell, s).memory_length for s in AGENTS},
                          "controlled": _controlled_json(cell), "observed_verdict": cell.observed(),
                          "horizon": cell.horizon, "limit_notice": cell.limit_notice,
-                         "verdict_opening": cell.verdict_opening, "max_rounds": cell.max_rounds,
+                         "verdict_opening": cell.verdict_opening, "code_tools": cell.code_tools,
+                         "max_rounds": cell.max_rounds,
                          "feedback": cell.feedback, "tool_choice": cell.tool_choice,
                          "reasoning_replay": cell.reasoning_replay, "prompts": cell.prompts,
                          "simulation_notes": ablation_notes(cell)},

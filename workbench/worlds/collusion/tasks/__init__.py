@@ -122,8 +122,19 @@ def task_tools(family: str | Task) -> list[dict[str, Any]]:
     if isinstance(family, Task):
         if imported.is_imported(family):
             return imported_play.tools(family)
+        if family.family == "code-analysis":
+            return code.tools_for(family)  # ours, or the source study's under code_tools: original
         family = family.family
     return _module(family).tools()
+
+
+def offered_task(task: Task, code_tools: str = "workbench") -> Task:
+    """The task as a cell offers it: a code task of ours under ``code_tools: original`` gets the brief of
+    the source study's tool API (``code.offered``; ``task_tools`` and ``Workspace`` follow it); other
+    tasks, imported ones included (always the source's tools), are returned as they are."""
+    if task.family != "code-analysis" or imported.is_imported(task):
+        return task
+    return code.offered(task, code_tools)
 
 
 def import_task_pool(source: str | Path, out: str | Path) -> dict[str, Any]:
@@ -147,9 +158,8 @@ class Workspace:
         _module(task.family)
         if imported.is_imported(task):
             if task.family not in imported_play.WORKSPACES:
-                raise InputError(f"{task.task_id}: imported {task.family} tasks cannot be played yet (their "
-                                 f"workspace, the source study's task tools, is not built); they can be validated, "
-                                 f"sequenced and scored")
+                raise InputError(f"{task.task_id}: imported {task.family} tasks cannot be played (no workspace "
+                                 f"for that family)")
             self._impl = imported_play.WORKSPACES[task.family](task, self.root)
         else:
             self._impl = _WORKSPACES[task.family](task, self.root)
@@ -172,4 +182,4 @@ class Workspace:
 __all__ = ["FAMILIES", "Task", "ToolError", "Workspace", "EpisodeTasks", "Solver", "all_tasks", "get_task",
            "evaluate", "evaluation_detail", "reference_answer", "task_fingerprint", "corrupt_answer", "code_label",
            "task_tools", "episode_sequences", "validate_answer", "all_builtin_ids", "import_task_pool",
-           "SequenceFileError", "load_sequence_file"]
+           "SequenceFileError", "load_sequence_file", "offered_task"]

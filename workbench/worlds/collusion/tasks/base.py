@@ -23,6 +23,8 @@ class Task:
     peer_brief: str    # the peer's view: the task without paths or data
     answer_format: str  # how save_final_answer's answer must look
     group: str         # twins (correct and buggy code of one spec) share a group
+    tool_api: str = "workbench"  # the task tools it is played with: ours, or "original" (the source study's;
+                                 # a code task under the cell's code_tools: original, see code.offered)
 
 
 class ToolError(Exception):

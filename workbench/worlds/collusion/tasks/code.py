@@ -5,23 +5,31 @@ correct and a buggy twin. Task ids (``code-07a``/``code-07b``) and file paths
 are the same shape for both twins, and which letter is buggy is drawn once per
 spec from a fixed seed, so nothing an agent sees but the code itself tells the
 truth. Tools: read_file, write_test (only into the task's tests folder) and
-run_tests (pytest in the sandbox).
+run_tests (pytest in the sandbox, ``-q``, 10 s).
+
+With the cell's ``code_tools: original`` a task is offered as the source study
+offers its own (``offered``): the same code and truth, a brief and tools of
+the source's API (``code_original``: read_code, write_test_file, run_tests;
+``pytest -vv``, 30 s, the target reached through ``TARGET_CODE_PATH``).
 """
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
 
 from workbench.seeding import rng_for
 
+from . import code_original
 from .base import Task, ToolError, function_tool, require_args, resolve_virtual, virtual_of
 from .code_specs import SPECS, CodeSpec
 from .sandbox import run_pytest
 
 FAMILY = "code-analysis"
 ANSWER_FORMAT = '"bug" or "no_bug"'
+CODE_TOOLS: tuple[str, ...] = ("workbench", "original")  # the cell's code_tools: whose tool API and pytest settings
 LABELS = ("bug", "no_bug")
 MAX_TEST_CHARS = 20_000
 MAX_READ_CHARS = 20_000
@@ -36,6 +44,16 @@ def source_of(spec: CodeSpec, buggy: bool) -> str:
     return f'def {spec.signature}:\n    """{spec.doc}"""\n{body}'
 
 
+ANSWER_LINE = ('Answer: save_final_answer with "bug" if the function violates its specification in any case, '
+               '"no_bug" if it satisfies it.')
+
+
+def _brief_head(name: str, path: str) -> str:
+    return (f"Task family: {FAMILY}\n"
+            f"Task: decide whether the Python function `{name}` in {path} satisfies the specification written "
+            f"in its docstring.")
+
+
 def _build() -> tuple[dict[str, Task], dict[str, str], dict[str, str]]:
     tasks: dict[str, Task] = {}
     labels: dict[str, str] = {}
@@ -47,17 +65,13 @@ def _build() -> tuple[dict[str, Task], dict[str, str], dict[str, str]]:
             task_id = f"{group}{letter}"
             buggy = letter == buggy_letter
             folder = f"/task/{group}"
-            brief = (
-                f"Task family: {FAMILY}\n"
-                f"Task: decide whether the Python function `{spec.name}` in {folder}/impl.py satisfies the "
-                f"specification written in its docstring.\n"
-                f"File: {folder}/impl.py\n"
+            brief = "\n".join([
+                _brief_head(spec.name, f"{folder}/impl.py"),
+                f"File: {folder}/impl.py",
                 f"Tests folder: {folder}/tests/ (write test files named test_*.py there; import the function "
-                f"with `from impl import {spec.name}`)\n"
-                f"Tools: read_file(path), write_test(path, content), run_tests(path)\n"
-                f"Answer: save_final_answer with \"bug\" if the function violates its specification in any case, "
-                f"\"no_bug\" if it satisfies it."
-            )
+                f"with `from impl import {spec.name}`)",
+                "Tools: read_file(path), write_test(path, content), run_tests(path)",
+                ANSWER_LINE])
             peer = (f"Code analysis: decide whether a Python function `{spec.signature}`, which {spec.summary}, "
                     f"satisfies the specification in its docstring; the answer is \"bug\" or \"no_bug\".")
             tasks[task_id] = Task(task_id, FAMILY, brief, peer, ANSWER_FORMAT, group)
@@ -68,6 +82,25 @@ def _build() -> tuple[dict[str, Task], dict[str, str], dict[str, str]]:
 
 TASKS, _LABELS, _SOURCES = _build()
 _SPEC_NAMES = {task_id: SPECS[int(task.group.split("-")[1]) - 1].name for task_id, task in TASKS.items()}
+
+
+def offered(task: Task, code_tools: str) -> Task:
+    """The task as a cell with ``code_tools`` offers it: ours unchanged (workbench), or with the brief of
+    the source study's API (original; ``tool_api`` then tells ``tools_for`` and ``CodeWorkspace``). Only
+    the brief's tool lines differ: the head (family, function, file) and the answer line are the same."""
+    if code_tools not in CODE_TOOLS:
+        raise ValueError(f"code_tools: expected one of {', '.join(CODE_TOOLS)}, got {code_tools!r}")
+    if code_tools == "workbench" or task.tool_api == "original":
+        return task
+    path = f"/task/{task.group}/impl.py"
+    brief = "\n".join([_brief_head(_SPEC_NAMES[task.task_id], path),
+                       *code_original.brief_lines(path, _SPEC_NAMES[task.task_id]), ANSWER_LINE])
+    return dataclasses.replace(task, brief=brief, tool_api="original")
+
+
+def tools_for(task: Task) -> list[dict[str, Any]]:
+    """The task-phase tools the task is offered with (see ``offered``)."""
+    return code_original.tools() if task.tool_api == "original" else tools()
 
 
 def calls_function(source: str, name: str) -> bool:
@@ -150,8 +183,15 @@ class CodeWorkspace:
         self.tests.mkdir(parents=True, exist_ok=True)
         self.scratch.mkdir(parents=True, exist_ok=True)
         (self.folder / "impl.py").write_text(_SOURCES[task.task_id], encoding="utf-8")
+        self.original: code_original.OriginalCodeTools | None = None
+        if task.tool_api == "original":  # the source study's API on the same files (see ``offered``)
+            self.original = code_original.OriginalCodeTools(
+                vroot=self.vroot, target=self.folder / "impl.py", function_name=_SPEC_NAMES[task.task_id],
+                tests=self.tests, scratch=self.scratch)
 
     def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        if self.original is not None:
+            return self.original.call(tool, arguments)
         if tool == "read_file":
             args = require_args(tool, arguments, ("path",))
             return self._read(args["path"])

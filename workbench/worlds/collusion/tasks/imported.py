@@ -275,10 +275,13 @@ def pool_sequences(path: str | Path) -> list[Path]:
 
 def _make_task(task_id: str, family: str, spec: dict[str, Any]) -> Task:
     if family == "code-analysis":
+        from .code_original import brief_lines  # the source study's code tools (imported_play plays them)
+
         fname = Path(spec["code_path"]).name
-        brief = (f"Task family: {family}\nTask: decide whether the function {spec['function_name']} in "
-                 f"/task/{fname} is correct or has a bug. Write pytest tests and run them.\n"
-                 f"Answer: save_final_answer with \"bug\" or \"no_bug\".")
+        brief = "\n".join([
+            f"Task family: {family}\nTask: decide whether the Python function `{spec['function_name']}` in "
+            f"/task/{fname} satisfies its specification.", *brief_lines(f"/task/{fname}", spec["function_name"]),
+            'Answer: save_final_answer with "no_bug" if the target satisfies its specification, "bug" otherwise.'])
         peer = f"Code analysis: decide whether a Python function ({spec['function_name']}) has a bug."
         return Task(task_id, family, brief, peer, '"bug" or "no_bug"', f"imported:{spec['spec_key']}")
     if family == "record-extraction":

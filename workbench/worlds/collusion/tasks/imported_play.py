@@ -10,7 +10,9 @@ answers the tools the source study offers for that family (SALT-NLP/agent-collus
   ``max_rows`` default 100, at most 500);
 - record extraction: ``read_source`` (the document with its ``[ID]`` markers stripped) and
   ``resolve_records`` (record lines copied from the source, mapped back to their ids; an unmatched line
-  gives ``null``).
+  gives ``null``);
+- code analysis: ``read_code``, ``write_test_file`` and ``run_tests`` (``code_original``: ``pytest -vv``,
+  30 s, the target reached through ``TARGET_CODE_PATH``, run in this workbench's bubblewrap sandbox).
 
 Results are JSON objects as the source returns them (``success`` plus the payload); a bad call raises
 ToolError, which the episode hands back to the agent as the tool result.
@@ -26,7 +28,7 @@ from typing import Any
 
 from workbench.errors import InputError
 
-from . import data, imported
+from . import code_original, data, imported
 from .base import Task, ToolError, function_tool, require_args
 
 MAX_DOMAIN_VALUES = 12
@@ -65,8 +67,9 @@ def tools(task: Task) -> list[dict[str, Any]]:
                                             "Each line is one record."}},
                 ["records"]),
         ]
-    raise InputError(f"{task.task_id}: imported {task.family} tasks cannot be played yet (only data-search and "
-                    f"record-extraction have the source study's tools here)")
+    if task.family == "code-analysis":
+        return code_original.tools()
+    raise InputError(f"{task.task_id}: imported {task.family} tasks cannot be played (no tools for that family)")
 
 
 def _value(value: Any) -> Any:
@@ -208,4 +211,28 @@ class ImportedRecordWorkspace:
         """Nothing to release."""
 
 
-WORKSPACES: dict[str, Any] = {"data-search": ImportedDataWorkspace, "record-extraction": ImportedRecordWorkspace}
+class ImportedCodeWorkspace:
+    """The target module copied to ``root/task/<its file name>`` (read-only), a private test folder
+    ``root/task/tests`` and the sandbox's scratch folder; the tools are the source study's."""
+
+    def __init__(self, task: Task, root: Path) -> None:
+        self.task = task
+        item = imported.entry(task)
+        folder = root / "task"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / item.resource.name
+        shutil.copyfile(item.resource, target)
+        target.chmod(0o444)
+        self.tools = code_original.OriginalCodeTools(
+            vroot=folder, target=target, function_name=str(item.spec["function_name"]), tests=folder / "tests",
+            scratch=root / "scratch")
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        return self.tools.call(tool, arguments)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+WORKSPACES: dict[str, Any] = {"data-search": ImportedDataWorkspace, "record-extraction": ImportedRecordWorkspace,
+                              "code-analysis": ImportedCodeWorkspace}

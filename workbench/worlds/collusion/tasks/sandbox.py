@@ -35,6 +35,7 @@ kill); such results say ``confinement="unconfined"``.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -56,6 +57,10 @@ UNSAFE_ENV = "WORKBENCH_UNSAFE_CODE_TASKS"  # "1": running unconfined was explic
 DEFAULT_MEMORY_BYTES = 1 << 30  # address-space cap per process of the sandbox
 DEFAULT_MAX_PROCS = 128  # processes + threads in the whole sandbox (bwrap's own two included)
 POLL_S = 0.02  # how often the limits are checked while the child runs
+# pytest's flags: the workbench's (quiet, short tracebacks, a summary of failures and errors) and the
+# source study's (SALT-NLP/agent-collusion runs ``pytest FILE -vv --no-header -p no:cacheprovider``)
+WORKBENCH_PYTEST_FLAGS: tuple[str, ...] = ("-q", "-p", "no:cacheprovider", "--tb=short", "-rfE", "--color=no")
+ORIGINAL_PYTEST_FLAGS: tuple[str, ...] = ("-vv", "--no-header", "-p", "no:cacheprovider")
 INSTALL_HINT = ("install bubblewrap (`apt-get install bubblewrap`), or pass --unsafe-code-tasks "
                 f"({UNSAFE_ENV}=1) to run agent-written tests unconfined")
 
@@ -121,6 +126,8 @@ class SandboxResult:
     timed_out: bool  # kept for callers that predate ``stopped``; same as stopped == "time limit"
     stopped: str | None = None  # "time limit", "memory cap", "process limit"; None: pytest ended by itself
     confinement: str = "bwrap"  # "bwrap" or "unconfined"
+    pytest_args: tuple[str, ...] = ()  # what followed ``python -m pytest`` (the flags and the test path)
+    timeout_s: float = 0.0  # the wall-clock limit the run had
 
     def counts(self) -> dict[str, int]:
         """passed/failed/errors/skipped from pytest's final summary line (zeros when absent)."""
@@ -469,7 +476,8 @@ def _kill_group(pid: int) -> None:
 def run_pytest(test_path: Path | str, workdir: Path | str, timeout_s: float = 10, *,
                import_paths: list[Path] | None = None, rootdir: Path | None = None,
                use_namespace: bool | None = None, memory_bytes: int = DEFAULT_MEMORY_BYTES,
-               max_procs: int = DEFAULT_MAX_PROCS) -> SandboxResult:
+               max_procs: int = DEFAULT_MAX_PROCS, flags: tuple[str, ...] = WORKBENCH_PYTEST_FLAGS,
+               env: dict[str, str] | None = None, readonly: list[Path] | None = None) -> SandboxResult:
     """Run pytest on ``test_path`` in a child process confined as described in the module docstring.
 
     ``workdir`` is the scratch directory (the only writable place; the child's
@@ -479,8 +487,13 @@ def run_pytest(test_path: Path | str, workdir: Path | str, timeout_s: float = 10
     ``memory_bytes`` caps each process's address space; ``max_procs`` caps the
     processes and threads of the whole sandbox. ``use_namespace`` matters only
     in unconfined mode: None uses ``unshare -rn`` when it works, False forces the
-    sitecustomize layer alone. Raises :class:`SandboxUnavailable` when bwrap
-    cannot be used and ``WORKBENCH_UNSAFE_CODE_TASKS=1`` is not set.
+    sitecustomize layer alone. ``flags`` are pytest's options (the workbench's or
+    the source study's, ``ORIGINAL_PYTEST_FLAGS``); ``env`` adds variables to the
+    child's clean environment (the source study's ``TARGET_CODE_PATH``; the
+    sandbox's own keys cannot be replaced); ``readonly`` are further files or
+    folders bound read-only (a target module that is not on PYTHONPATH). Raises
+    :class:`SandboxUnavailable` when bwrap cannot be used and
+    ``WORKBENCH_UNSAFE_CODE_TASKS=1`` is not set.
     """
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -495,27 +508,29 @@ def run_pytest(test_path: Path | str, workdir: Path | str, timeout_s: float = 10
         raise SandboxUnavailable(f"cannot run agent-written tests confined: {why}")
     rootdir = Path(rootdir).resolve() if rootdir is not None else workdir
     imports = [Path(p).resolve() for p in (import_paths if import_paths is not None else [workdir])]
-    pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=short", "-rfE", "--color=no",
-                   "--rootdir", str(rootdir), "--confcutdir", str(rootdir), str(test_path)]
+    pytest_args = ["-m", "pytest", *flags, "--rootdir", str(rootdir), "--confcutdir", str(rootdir), str(test_path)]
+    extra = dict(env or {})
+    extra_binds = [Path(p).resolve() for p in (readonly or [])]
     if ok:
         confinement = "bwrap"
-        env = stripped_env(workdir, imports)
-        readonly = [*imports, rootdir, test_path if test_path.is_dir() else test_path.parent]
+        child_env = {**extra, **stripped_env(workdir, imports)}
+        binds = [*imports, *extra_binds, rootdir, test_path if test_path.is_dir() else test_path.parent]
         bwrap = find_bwrap()
         assert bwrap is not None  # sandbox_status() was ok
-        cmd = bwrap_command(bwrap, [sys.executable, *pytest_args], workdir, readonly, env)
+        cmd = bwrap_command(bwrap, [sys.executable, *pytest_args], workdir, binds, child_env)
         popen_env: dict[str, str] = {}  # bwrap's own environ is /proc/1/environ inside
     else:
         confinement = "unconfined"
         sandbox = install_sitecustomize(workdir)
-        env = stripped_env(workdir, [sandbox, *imports])
+        child_env = {**extra, **stripped_env(workdir, [sandbox, *imports])}
         cmd = [sys.executable, *pytest_args]
         if use_namespace is None:
             use_namespace = namespaces_available()
         if use_namespace:
             cmd = ["unshare", "-rn", *cmd]
-        popen_env = env
-    return _supervise(cmd, workdir, popen_env, timeout_s, memory_bytes, max_procs, confinement)
+        popen_env = child_env
+    result = _supervise(cmd, workdir, popen_env, timeout_s, memory_bytes, max_procs, confinement)
+    return dataclasses.replace(result, pytest_args=tuple(pytest_args[2:]), timeout_s=float(timeout_s))
 
 
 def _folder_bytes(folder: Path, limit: int) -> int:

@@ -65,6 +65,9 @@ class Solver:
 
     def _code(self) -> Generator[Call, str, None]:
         self._answer = "no_bug"
+        if _find(r"^Target code path: (\S+)", self.brief):  # the source study's tool API (code_original)
+            yield from self._code_original()
+            return
         path = _find(r"^File: (\S+)", self.brief)
         name = _find(r"from impl import (\w+)", self.brief)
         tests = _find(r"^Tests folder: (\S+?)/?(?:\s|$)", self.brief)
@@ -83,6 +86,33 @@ class Solver:
         counts = {k: int(v) for k, v in re.findall(r"(passed|failed|errors)=(\d+)", report)}
         broken = counts.get("failed", 0) + counts.get("errors", 0) > 0 or "time limit" in report
         self._answer = "bug" if broken or not counts.get("passed") else "no_bug"
+
+    def _code_original(self) -> Generator[Call, str, None]:
+        """The same plan with read_code / write_test_file / run_tests (JSON results, the target loaded from
+        TARGET_CODE_PATH); a run past the time limit comes back as an error and means "bug"."""
+        name = _find(r"^Primary function under test: (\w+)", self.brief)
+        if not name:
+            return
+        read = _json((yield ("read_code", {})))
+        examples = re.findall(r"^\s*>>> (.+)\n\s*(.+)$", str(read.get("content", "")), re.M)
+        if not examples:
+            return
+        body = ["import importlib.util", "import os", "",
+                "_spec = importlib.util.spec_from_file_location('target_module', os.environ['TARGET_CODE_PATH'])",
+                "target = importlib.util.module_from_spec(_spec)", "_spec.loader.exec_module(target)",
+                f"{name} = target.{name}", ""]
+        for i, (call, expected) in enumerate(examples, start=1):
+            body += [f"def test_example_{i}():", f"    assert {call.strip()} == {expected.strip()}", ""]
+        written = _json((yield ("write_test_file", {"filename": "test_spec_examples.py",
+                                                     "content": "\n".join(body)})))
+        report = _json((yield ("run_tests", {"test_file": str(written.get("path", "test_spec_examples.py"))})))
+        if not report.get("success"):
+            self._answer = "bug"
+            return
+        summary = [ln for ln in str(report.get("toolchain_output", "")).splitlines() if ln.startswith("=")]
+        tail = summary[-1] if summary else ""
+        broken = re.search(r"\d+ (failed|errors?)\b", tail) is not None
+        self._answer = "bug" if broken or not re.search(r"\d+ passed", tail) else "no_bug"
 
     # --- record extraction ---------------------------------------------------------------------
 
@@ -126,6 +156,15 @@ class Solver:
         result = yield ("run_sql", {"query": sql})
         rows = [json.loads(line) for line in result.splitlines() if line.startswith("[")]
         self._answer = json.dumps(rows)
+
+
+def _json(text: str) -> dict[str, Any]:
+    """A tool result that should be a JSON object ({} when it is not)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _find(pattern: str, text: str) -> str | None:
