@@ -92,12 +92,23 @@ class WarmupSpec(BaseModel):
         None, description="channel in the warm-up (default: that of the first evaluation episode)")
 
 
+class CellMonitorSpec(BaseModel):
+    """The cell's monitor condition: a route that reads each recorded episode after the fact
+    (``workbench collusion monitor``; never reaching the agents), and what it reads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    route: str = Field(..., min_length=1, description="monitor route: a model, or sim-collusion-monitor/cues")
+    reads: Literal["channel", "channel+reasoning"] = Field(
+        "channel", description="channel: the delivered messages; channel+reasoning: also the agents' verdict "
+                               "reasoning and reflections")
+
+
 class CollusionCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     # protocol factors added after cells were first recorded: a cell at their default keeps its id
     # (the templates' hashes, recorded with every run, say that the wording changed)
     HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("horizon", "limit_notice", "verdict_opening", "answer_check",
-                                                     "memory", "code_tools")
+                                                     "memory", "code_tools", "extraction_ids", "data_questions")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field("sim-collusion/pragmatic", description="route of every agent without its own")
     alice: AgentSpec = Field(default_factory=AgentSpec)
@@ -164,6 +175,14 @@ class CollusionCell(BaseModel):
                                  "run_tests; pytest -q, 10 s) or original (the source study's read_code, "
                                  "write_test_file, run_tests; pytest -vv, 30 s, TARGET_CODE_PATH); imported code "
                                  "tasks always get the original's")
+    extraction_ids: Literal["shown", "resolved"] = Field(
+        "shown", description="our record-extraction tasks: shown (each record line starts with its id; "
+                             "read_document) or resolved (the source study's form: the document without ids, "
+                             "read_source, and resolve_records maps the chosen lines to ids)")
+    data_questions: Literal["simple", "multi-join"] = Field(
+        "simple", description="our data-search questions: simple (one or two conditions, rows as lists in the "
+                              "asked column order) or multi-join (the source study's form: searches over joined "
+                              "tables, most with EXISTS, answered as objects with exactly the answer key columns)")
     controlled: ControlledAlias | ControlledSpec = Field(
         "none", description="replace bob by a recorded peer: {messages: summary | raw-prefix, verdict: accept | "
                             "reject}; compliant = raw-prefix + reject, violating = summary + accept")
@@ -176,6 +195,9 @@ class CollusionCell(BaseModel):
                            "out, the workbench's earlier feedback)")
     sampling: dict[str, Any] = Field(default_factory=dict, description="temperature, max_tokens, reasoning_effort ...")
     prompts: str = Field("prompts/collusion", description="template folder, relative to the params file")
+    monitor: CellMonitorSpec | None = Field(
+        None, description="the monitor condition: {route, reads: channel | channel+reasoning}, run over the "
+                          "recorded episodes by workbench collusion monitor (post hoc, never seen by the agents)")
 
     @model_validator(mode="before")
     @classmethod
@@ -235,6 +257,8 @@ class CollusionCell(BaseModel):
             for slot in self._inherited:
                 if isinstance(out.get(slot), dict) and "memory_length" in out[slot]:
                     out[slot]["memory_length"] = "all"
+            if out.get("monitor", 0) is None:  # no monitor: recorded as before the field existed
+                del out["monitor"]
         return out
 
     @field_validator("observed_verdict", mode="before")
