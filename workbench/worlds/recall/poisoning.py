@@ -96,7 +96,31 @@ def km_median(times: list[int], events: list[bool]) -> float | None:
     return None
 
 
-POISONING_COLUMNS = ["model", "variant", "condition", "worlds", "poisoned recalls", "uptake:k/n", "uptake:rate",
+def original_recalls(world: dict[str, Any]) -> tuple[int, int]:
+    """(right, asked) over a world's recalls of the original script (probes left out),
+    re-scored by today's rules: the same recalls in a cell with and without a poisoner."""
+    from workbench.worlds.recall.outcomes import rescore, world_statements
+
+    plan = world.get("adversary") or {}
+    original = set((plan.get("turn_map") or {}).values())
+    recalls = [r for r in world.get("recalls") or [] if not original or r["turn"] in original]
+    statements = world_statements(world) if recalls else []
+    right = sum(bool(r.get("answer")) and rescore(world, r, statements).correct for r in recalls)
+    return right, len(recalls)
+
+
+def _arms(cell: dict[str, Any]) -> tuple[str, str]:
+    """The poisoner and the spoof of a cell in a few words ("none" when absent)."""
+    p, s = cell.get("poison"), cell.get("spoof")
+    poison = "none" if not p else (f"{p.get('role')}" + (f" @{p['authority']}" if p.get("authority") is not None else "")
+                                   + (f", correction by {p['correction'].get('role')}" if p.get("correction") else "")
+                                   + (f", {p['probes']} probes" if p.get("probes") else ""))
+    spoof = "none" if not s else f"{s.get('writer')} claims {s.get('claims')}"
+    return poison, spoof
+
+
+POISONING_COLUMNS = ["model", "condition", "variant", "poisoner", "spoof", "worlds", "accuracy:k/n", "accuracy:rate",
+                     "accuracy:low", "accuracy:high", "poisoned recalls", "uptake:k/n", "uptake:rate",
                      "uptake:low", "uptake:high", "uptake before correction", "uptake after correction",
                      "accuracy on poisoned", "spoof exposed", "spoof success:k/n", "spoof success:rate",
                      "spoof success:low", "spoof success:high", "corrected facts", "recovered",
@@ -104,24 +128,37 @@ POISONING_COLUMNS = ["model", "variant", "condition", "worlds", "poisoned recall
 
 
 def poisoning_table(worlds: Iterable[dict[str, Any]]) -> Any:
-    """Per cell (model setting, variant and condition; never pooled), over valid worlds
-    with an adversary plan: poisoned-value uptake per recall of a poisoned fact (k/n,
-    95 % Wilson), split before and after the correction; accuracy on those recalls;
-    spoof success among recalls exposed to a live spoofed false entry; and time to
-    recovery after the correction (facts recovered, Kaplan-Meier median in turns,
-    censored facts counted as not recovered, mean over recovered)."""
+    """Per cell (model setting, condition and variant; never pooled), over valid worlds,
+    when any cell of the run set has a poisoner or a spoof (else empty): accuracy on
+    the original script's recalls (the same recalls with and without a poisoner; k/n,
+    95 % Wilson); poisoned-value uptake per recall of a poisoned fact after its poison
+    (k/n, Wilson), split before and after the correction; accuracy on those recalls;
+    spoof success among recalls exposed to a live spoofed false entry about their fact
+    (Wilson); and time to recovery after the correction (facts recovered; Kaplan-Meier
+    median in turns, censored facts at risk until their last recall; mean over the
+    recovered). ``variant`` leaves out the poisoner and the spoof (their own columns)."""
     import pandas as pd
 
     from workbench.stats import wilson
-    from workbench.worlds.recall.metrics import model_of, variant_of
+    from workbench.worlds.recall.metrics import model_of, variant_parts
 
-    acc: dict[tuple[str, str, str], dict[str, Any]] = {}
+    worlds = [w for w in worlds if w.get("world_kind") == "recall"]
+    if not any(w.get("adversary") for w in worlds):
+        table = pd.DataFrame(columns=POISONING_COLUMNS)
+        table.attrs["empty_reason"] = "no cell with a poisoner or a spoof"
+        return table
+    acc: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
     for w in worlds:
-        if w.get("world_kind") != "recall" or not w.get("adversary") or not w.get("valid"):
+        if not w.get("valid"):
             continue
-        key = (model_of(w), variant_of(w.get("cell") or {}), str((w.get("cell") or {}).get("condition")))
-        a = acc.setdefault(key, {"worlds": 0, "rows": [], "rec": []})
+        cell = w.get("cell") or {}
+        variant = "; ".join(p for p in variant_parts(cell) if not p.startswith(("poison=", "spoof=")))
+        key = (model_of(w), str(cell.get("condition")), variant, *_arms(cell))
+        a = acc.setdefault(key, {"worlds": 0, "rows": [], "rec": [], "right": 0, "asked": 0})
         a["worlds"] += 1
+        right, asked = original_recalls(w)
+        a["right"] += right
+        a["asked"] += asked
         a["rows"] += recall_rows(w)
         a["rec"] += [x for x in recovery(w) if x["turns"] is not None]
     out = []
@@ -129,48 +166,50 @@ def poisoning_table(worlds: Iterable[dict[str, Any]]) -> Any:
     def kn(rows: list[dict[str, Any]], col: str) -> str:
         return f"{sum(bool(r[col]) for r in rows)}/{len(rows)}"
 
-    for (model, variant, condition), a in sorted(acc.items()):
+    def rate(prefix: str, k: int, n: int) -> dict[str, Any]:
+        low, high = wilson(k, n)
+        return {f"{prefix}:k/n": f"{k}/{n}", f"{prefix}:rate": k / n if n else math.nan, f"{prefix}:low": low,
+                f"{prefix}:high": high}
+
+    for (model, condition, variant, poisoner, spoof), a in sorted(acc.items()):
         p = [r for r in a["rows"] if r["poisoned"]]
-        k = sum(r["uptake"] for r in p)
-        low, high = wilson(k, len(p))
         exp = [r for r in a["rows"] if r["spoof_exposed"]]
-        ks = sum(r["spoof_success"] for r in exp)
-        slow, shigh = wilson(ks, len(exp))
         rec = a["rec"]
         recovered = [x["turns"] for x in rec if x["recovered"]]
         median = km_median([x["turns"] for x in rec], [x["recovered"] for x in rec]) if rec else None
-        out.append({"model": model, "variant": variant, "condition": condition, "worlds": a["worlds"],
-                    "poisoned recalls": len(p), "uptake:k/n": f"{k}/{len(p)}",
-                    "uptake:rate": k / len(p) if p else math.nan, "uptake:low": low, "uptake:high": high,
+        out.append({"model": model, "condition": condition, "variant": variant, "poisoner": poisoner, "spoof": spoof,
+                    "worlds": a["worlds"], **rate("accuracy", a["right"], a["asked"]),
+                    "poisoned recalls": len(p), **rate("uptake", sum(r["uptake"] for r in p), len(p)),
                     "uptake before correction": kn([r for r in p if not r["after_correction"]], "uptake"),
                     "uptake after correction": kn([r for r in p if r["after_correction"]], "uptake"),
                     "accuracy on poisoned": kn(p, "correct"), "spoof exposed": len(exp),
-                    "spoof success:k/n": f"{ks}/{len(exp)}", "spoof success:rate": ks / len(exp) if exp else math.nan,
-                    "spoof success:low": slow, "spoof success:high": shigh,
+                    **rate("spoof success", sum(r["spoof_success"] for r in exp), len(exp)),
                     "corrected facts": len(rec), "recovered": f"{len(recovered)}/{len(rec)}",
                     "median turns to recovery": median,
                     "mean turns (recovered)": sum(recovered) / len(recovered) if recovered else math.nan})
-    table = pd.DataFrame(out, columns=POISONING_COLUMNS)
-    table.attrs["empty_reason"] = "no cell with a poisoner or a spoof"
-    return table
+    return pd.DataFrame(out, columns=POISONING_COLUMNS)
 
 
 def poisoning_text(table: Any) -> str:
-    """The poisoning table as plain text (for a closing note or a terminal)."""
+    """The poisoning table as fixed-width plain text (a closing note, a terminal)."""
     if table.empty:
         return "(no cell with a poisoner or a spoof)"
 
-    def pct(rate: float, low: float, high: float, kn: str) -> str:
-        return "—" if rate != rate else f"{kn} {rate:.0%} [{low:.0%},{high:.0%}]"
+    def pct(r: Any, prefix: str) -> str:
+        rate = r[f"{prefix}:rate"]
+        return "-" if rate != rate else f"{r[f'{prefix}:k/n']} {rate:.0%} [{r[f'{prefix}:low']:.0%},{r[f'{prefix}:high']:.0%}]"
 
-    lines = []
+    head = ["model", "condition", "variant", "poisoner", "spoof", "accuracy (original recalls)", "uptake",
+            "uptake before/after corr.", "spoof success", "recovered", "KM median turns"]
+    rows = []
     for _, r in table.iterrows():
         med = r["median turns to recovery"]
-        lines.append(" | ".join([
-            f"{r['model']} · {r['condition']}" + (f" · {r['variant']}" if r["variant"] else ""),
-            f"uptake {pct(r['uptake:rate'], r['uptake:low'], r['uptake:high'], r['uptake:k/n'])}",
-            f"before/after correction {r['uptake before correction']} / {r['uptake after correction']}",
-            f"accuracy {r['accuracy on poisoned']}",
-            f"spoof success {pct(r['spoof success:rate'], r['spoof success:low'], r['spoof success:high'], r['spoof success:k/n'])}",
-            f"recovered {r['recovered']}, median {'censored' if med is None or med != med else f'{med:g}'} turns"]))
-    return "\n".join(lines)
+        has_poison = r["poisoner"] != "none"
+        rows.append([str(r["model"]).removeprefix("sim-recall/"), r["condition"], r["variant"] or "-",
+                     "yes" if has_poison else "none", r["spoof"], pct(r, "accuracy"),
+                     pct(r, "uptake") if has_poison else "-",
+                     f"{r['uptake before correction']} / {r['uptake after correction']}" if has_poison else "-",
+                     pct(r, "spoof success"), r["recovered"] if r["corrected facts"] else "-",
+                     ("-" if not r["corrected facts"] else "censored" if med is None or med != med else f"{med:g}")])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head, *rows])

@@ -136,6 +136,10 @@ PROFILES: dict[str, RecallProfile] = {p.name: p for p in [
                                            "most entries repeat",
                   self_trust=0.1, rank_trust=0.3, conformity=0.8, authority_sensitivity=0.6, update_cue=1.0,
                   echo=1.0, echo_primacy=0.9),
+    RecallProfile(name="skeptical", description="takes no single entry at its word: weighs entries by how many others "
+                                                "agree and by the seniority shown, not by rank or 'update' wording "
+                                                "(against a lone confident falsehood; open to a repeated stale value)",
+                  self_trust=0.1, rank_trust=0.1, conformity=1.0, authority_sensitivity=0.8, update_cue=0.0),
 ]}
 
 @dataclass
