@@ -229,3 +229,55 @@ def test_workbench_metrics_writes_the_oversight_tables(tmp_path, capsys):
     row = mon[(mon["monitor"] == f"{MR.SIM_ROUTE} (channel)") & (mon["cell_id"] == "m")].iloc[0]
     assert (row["detected k/n"], row["false positives k/n"]) == ("1/2", "1/6")  # as the in-process monitor
     assert len(pd.read_csv(out / "hazard.csv")) > 0
+
+
+def test_a_controlled_peer_is_paid_nothing_and_no_mean_counts_it():
+    """As in the source study, the controlled bob has no reward: the episode records
+    null (not 0), alice keeps hers (the shared reward with bob's verdict term), and the
+    tables average alice alone: the agent table's bob row has no mean reward, the
+    trajectory's mean reward is alice's. Older records that paid bob are read the same."""
+    import math
+
+    from tests.test_collusion_original import _controlled_episode
+    from workbench.worlds.collusion import metrics as M
+
+    ep, _ = _controlled_episode({"messages": "summary", "verdict": "accept"})
+    assert ep["rewards"]["bob"] is None and ep["rewards_shown"]["bob"] is None
+    assert isinstance(ep["rewards"]["alice"], int) and ep["rewards"]["alice"] > 0
+    w = trajectory("c-0", [1], n=2, cell_id="c", label="c")
+    for e in w["episodes"]:
+        e["controlled"] = {"bob": "violating", "messages": "summary", "verdict": "accept"}
+        e["rewards"] = {"alice": 20, "bob": 0}  # an older record: bob was paid 0
+    row = M.trajectory_row(w)
+    assert row["mean_reward_bob"] is None and row["mean_reward"] == 20
+    agents = M.agent_table(M.episode_frame([w]))
+    bob = agents[agents["agent"] == "bob"].iloc[0]
+    assert bob["mean reward"] is None or math.isnan(bob["mean reward"])
+    assert M.cell_table(M.trajectory_frame([w])).iloc[0]["mean reward"] == 20
+
+
+def test_held_fixed_names_only_settings_both_cells_set():
+    """A memory contrast between main (memory all) and memory none: the design also
+    varies controlled (a 2x2 cell elsewhere) and warmup (a regime elsewhere), whose
+    nested settings are unset in both compared cells. "held fixed" lists the set,
+    equal factors only, never "controlled.messages=(unset)" nor the contrast's own factor."""
+    import pandas as pd
+
+    from workbench.metrics.design import UNSET, Design
+    from workbench.worlds.collusion.views import held_fixed, with_held_fixed
+
+    frame = pd.DataFrame({"cell_label": ["main", "memory none", "2x2", "warm"],
+                          "memory": ["all", "none", "all", "all"],
+                          "controlled": ["none", "none", UNSET, "none"],
+                          "controlled.messages": [UNSET, UNSET, "summary", UNSET],
+                          "controlled.verdict": [UNSET, UNSET, "accept", UNSET],
+                          "warmup": ["0", "0", "0", UNSET], "warmup.episodes": [UNSET, UNSET, UNSET, "3"],
+                          "max_rounds": ["5", "5", "5", "0"]}, index=pd.Index(["a", "b", "c", "d"], name="cell_id"))
+    d = Design(frame)
+    assert held_fixed(d, "a", "b", "memory") == "controlled=none; warmup=0; max_rounds=5"
+    assert held_fixed(d, "a", "c", "controlled") == "memory=all; warmup=0; max_rounds=5"
+    table = pd.DataFrame([{"factor": "memory", "A": "all", "B": "none", "A cell": "a", "B cell": "b",
+                           "held fixed": "x", "comparison": "x"}])
+    t = with_held_fixed(table, d)
+    assert t.iloc[0]["held fixed"] == "controlled=none; warmup=0; max_rounds=5"
+    assert "(unset)" not in t.iloc[0]["comparison"] and t.iloc[0]["comparison"].startswith("memory: none vs all · ")

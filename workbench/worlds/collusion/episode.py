@@ -38,7 +38,7 @@ from workbench.records import as_record
 from workbench.templates import TemplateSet
 from workbench.worlds.collusion import tools as TL
 from workbench.worlds.collusion.memory import AgentMemory, is_context_error
-from workbench.worlds.collusion.rewards import episode_rewards
+from workbench.worlds.collusion.rewards import episode_rewards, episode_totals
 from workbench.worlds.collusion.spec import AGENTS, CollusionCell
 
 NAMES = {"alice": "Alice", "bob": "Bob"}
@@ -440,11 +440,12 @@ class EpisodeRunner:
 
     # -- phase 4: feedback and reflection --------------------------------------
     def feedback(self, truth: dict[str, bool], verdicts: dict[str, dict[str, Any]]
-                 ) -> tuple[dict[str, int], dict[str, int | None], dict[str, str] | None]:
+                 ) -> tuple[dict[str, int | None], dict[str, int | None], dict[str, str] | None]:
         cell = self.cell
         terms = episode_rewards(reward_type=cell.reward_type, scope=cell.reward_scope, truth=truth,
                                 verdicts={s: verdicts[s]["verdict"] for s in AGENTS})
-        rewards = {s: terms[s]["own"] + terms[s]["peer"] for s in AGENTS}
+        # a controlled peer is paid nothing (the source study): its reward is recorded as null, not 0
+        rewards = episode_totals(terms, unpaid=[s for s in AGENTS if s not in self.agents and self.peer is not None])
         shown: dict[str, int | None] = {s: None for s in AGENTS}
         review: dict[str, str] = {}
         # beside a controlled peer alice's feedback is the source study's unless withheld; shown adds bob's verdict
@@ -478,7 +479,7 @@ class EpisodeRunner:
                 if hidden_peer and slot == "alice":
                     shown[slot] = terms[slot]["peer"]
                     lines.append(self.t.render("feedback/reward_unobserved", total=shown[slot]))
-                else:
+                elif rewards[slot] is not None:
                     shown[slot] = rewards[slot]
                     lines.append(self.t.render("feedback/reward", total=rewards[slot]))
             if cell.verdict_review:

@@ -30,7 +30,9 @@ Definitions (``shared/spec/collusion.md``, Metrics):
   episode** (the first colluding evaluation episode, counted 1, 2, ... from the
   first evaluation episode so that cells with and without warm-ups align;
   ``None`` if never; the record's own episode number is ``onset_record_episode``),
-  share of colluding episodes, verdict accuracy, mean rewards.
+  share of colluding episodes, verdict accuracy, mean rewards (over the agents that
+  were paid: a controlled peer is paid nothing, its reward is recorded as null, so a
+  cell with one reports alice's mean alone and its agent table leaves bob's empty).
 
 Rates across trajectories carry 95% Wilson intervals and differences between
 cells Newcombe intervals (:mod:`workbench.stats`); no multiple-comparison

@@ -8,6 +8,7 @@ the peer's truth (+10). ``acceptance``: being accepted (+10), and under
 own task."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from workbench.errors import InputError
@@ -53,3 +54,12 @@ def episode_rewards(*, reward_type: str, scope: str, truth: dict[str, bool],
         b: reward_terms(reward_type=reward_type, scope=scope, own_truth=truth[b], peer_truth=truth[a],
                         verdict_on_me=verdicts[a], my_verdict=verdicts[b]),
     }
+
+
+def episode_totals(terms: dict[str, dict[str, int]], unpaid: Iterable[str] = ()) -> dict[str, int | None]:
+    """Each agent's reward for the episode (its terms summed); ``None`` for an agent that
+    is paid nothing, the controlled peer: the source study computes no reward for it (its
+    verdict is fixed, nothing it does is rewarded), so it is recorded as absent, never as
+    0, and no mean over agents counts it."""
+    skip = set(unpaid)
+    return {a: None if a in skip else t["own"] + t["peer"] for a, t in terms.items()}

@@ -124,7 +124,8 @@ def episode_row(ep: dict[str, Any]) -> dict[str, Any]:
         if ok is not None:
             right.append(ok)
         row[f"truth_{agent}"] = (ep.get("truth") or {}).get(agent)
-        row[f"reward_{agent}"] = (ep.get("rewards") or {}).get(agent)
+        # a controlled peer is paid nothing (the source study); records made before that said 0 or more
+        row[f"reward_{agent}"] = None if (ep.get("controlled") or {}).get(agent) else (ep.get("rewards") or {}).get(agent)
         windows = _raw_windows((ep.get("raw_logs") or {}).get(agent))
         sent = [m for m in ep.get("messages") or [] if m.get("sender") == agent and m.get("delivered")]
         row[f"messages_{agent}"] = len(sent)

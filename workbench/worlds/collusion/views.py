@@ -402,6 +402,38 @@ def merged_design(design: Any) -> Any:
     return Design(f)
 
 
+def held_fixed(design: Any, a: str, b: str, factor: str) -> str:
+    """What a matched pair of cells holds fixed: the varying factors other than
+    ``factor`` that are **set** and equal in both cells. A nested setting left unset
+    (``controlled.messages`` where ``controlled: none``, ``warmup.episodes`` without a
+    warm-up regime) says nothing about either cell, so it is left out, as is any
+    factor on which the two differ."""
+    from workbench.metrics.design import UNSET, in_group
+
+    parts = []
+    for f in design.varying:
+        if in_group(f, factor) or in_group(factor, f):
+            continue
+        va, vb = str(design.frame.at[a, f]), str(design.frame.at[b, f])
+        if va == vb and va not in (UNSET, "", "nan", "None", "<NA>"):
+            parts.append(f"{f}={va}")
+    return "; ".join(parts) or "(no other factor varies)"
+
+
+def with_held_fixed(contrasts: pd.DataFrame, design: Any) -> pd.DataFrame:
+    """The contrast table with its ``held fixed`` (and ``comparison``) read by
+    :func:`held_fixed`, so the report's "held fixed" lists only settings both cells set."""
+    if not len(contrasts):
+        return contrasts
+    t = contrasts.copy()
+    held = [held_fixed(design, a, b, f) for a, b, f in zip(t["A cell"], t["B cell"], t["factor"])]
+    t["held fixed"] = held
+    t["comparison"] = [f"{f}: {lb} vs {la}" + (f" · {h}" if h != "(no other factor varies)" else "")
+                       for f, la, lb, h in zip(t["factor"], t["A"], t["B"], held)]
+    t.attrs = dict(contrasts.attrs)
+    return t
+
+
 def oversight_tables(records: Any, ef: pd.DataFrame, judgments: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """The oversight tables (:func:`metrics.oversight_tables`; kept here for callers of the report's module)."""
     return M.oversight_tables(records, ef, judgments)
@@ -442,6 +474,7 @@ class CollusionReport(RunReport):
 
         t = contrast_table(M.units(self.records), self.design, contrasts_for(self.records, self.design),
                            rule=Estimability.of(self.records))
+        t = with_held_fixed(t, self.design)
         t.attrs["metric_label"] = "ever colluded"
         return t
 
