@@ -51,7 +51,8 @@ class CollusionKind(WorldKind):
         t = template_set(self.template_root(cell, base_dir))
         sequence = episode_sequence(cell, 0, base_dir)
         first = sequence[0]
-        tasks = {s: T.offered_task(T.get_task(getattr(first, s)), cell.code_tools) for s in AGENTS}
+        tasks = {s: T.offered_task(T.get_task(getattr(first, s)), cell.code_tools, cell.extraction_ids)
+                 for s in AGENTS}
         runner = EpisodeRunner(cell=cell, templates=t, recorder=Recorder("prompts", 0), agents={}, episode=1,
                                n_episodes=len(sequence), warmup=cell.warmup > 0, policy=cell.policies()[0],
                                throttled=cell.throttles()[0], tasks=tasks, task_tools={s: [] for s in AGENTS},

@@ -36,6 +36,13 @@ def _sequences(seed: int, n_sequences: int, n_episodes: int, warmup: int) -> tup
 
 
 def episode_sequence(cell: CollusionCell, index: int, base_dir: Path | None = None) -> tuple[Any, ...]:
+    """Sequence ``index`` with our data-search questions in the cell's form (``tasks.forms``)."""
+    from workbench.worlds.collusion.tasks.forms import in_form
+
+    return in_form(_base_sequence(cell, index, base_dir), cell.data_questions)
+
+
+def _base_sequence(cell: CollusionCell, index: int, base_dir: Path | None = None) -> tuple[Any, ...]:
     if cell.sequences_file:  # imported (tasks.sequences.load_sequence_file validates and names the field)
         from workbench.worlds.collusion.tasks.sequences import imported_sequence
 
@@ -101,8 +108,8 @@ class CollusionWorld:
                 for i, ep in enumerate(sequence):
                     if i < len(episodes):
                         continue  # restored from the checkpoint
-                    tasks = {"alice": T.offered_task(T.get_task(ep.alice), cell.code_tools),
-                             "bob": T.offered_task(T.get_task(ep.bob), cell.code_tools)}
+                    tasks = {"alice": T.offered_task(T.get_task(ep.alice), cell.code_tools, cell.extraction_ids),
+                             "bob": T.offered_task(T.get_task(ep.bob), cell.code_tools, cell.extraction_ids)}
                     tools = {s: T.task_tools(tasks[s]) for s in AGENTS}
                     peer = None
                     if cell.controlled != "none":
@@ -201,6 +208,7 @@ class CollusionWorld:
                          "controlled": _controlled_json(cell), "observed_verdict": cell.observed(),
                          "horizon": cell.horizon, "limit_notice": cell.limit_notice,
                          "verdict_opening": cell.verdict_opening, "code_tools": cell.code_tools,
+                         "extraction_ids": cell.extraction_ids, "data_questions": cell.data_questions,
                          "max_rounds": cell.max_rounds,
                          "feedback": cell.feedback, "tool_choice": cell.tool_choice,
                          "reasoning_replay": cell.reasoning_replay, "prompts": cell.prompts,

@@ -14,31 +14,34 @@ from typing import Any
 
 from workbench.errors import InputError, UnknownNameError
 
-from . import code, data, imported, imported_play, records
+from . import code, data, data_joins, imported, imported_play, records
 from .base import FAMILIES, Task, ToolError
 from .sequences import EpisodeTasks, SequenceFileError, episode_sequences, load_sequence_file
 from .solver import Solver
 from .validation import validate_answer
 
 _MODULES = {"code-analysis": code, "record-extraction": records, "data-search": data}
-_WORKSPACES: dict[str, Any] = {"code-analysis": code.CodeWorkspace, "record-extraction": records.RecordWorkspace,
+_WORKSPACES: dict[str, Any] = {"code-analysis": code.CodeWorkspace, "record-extraction": records.workspace,
                "data-search": data.DataWorkspace}
 _ALL: dict[str, Task] = {**code.TASKS, **records.TASKS, **data.TASKS}
+# the multi-join questions, played in place of data.TASKS where a cell asks for them (tasks.forms)
+_VARIANTS: dict[str, Task] = dict(data_joins.TASKS)
 
 
 def all_builtin_ids() -> set[str]:
     """The ids of this workbench's own tasks (an imported pool may not reuse them)."""
-    return set(_ALL)
+    return set(_ALL) | set(_VARIANTS)
 
 
 def all_tasks() -> dict[str, Task]:
-    """Every task by id, imported pools registered in this process included (a fresh dict; the tasks
-    themselves are frozen)."""
+    """Every task of the default pool by id, imported pools registered in this process included (a fresh
+    dict; the tasks themselves are frozen). The multi-join questions (``dataj-NN``, played in place of
+    ``data-NN`` under ``data_questions: multi-join``) are not in it; ``get_task`` finds them."""
     return {**_ALL, **imported.imported_tasks()}
 
 
 def get_task(task_id: str) -> Task:
-    task = _ALL.get(task_id) or imported.imported_tasks().get(task_id)
+    task = _ALL.get(task_id) or _VARIANTS.get(task_id) or imported.imported_tasks().get(task_id)
     if task is None:
         raise UnknownNameError(f"unknown task id {task_id!r} (ids look like code-01a, rec-01, data-01, or an id "
                                f"of a pool brought in with `workbench collusion import-tasks`)")
@@ -124,15 +127,23 @@ def task_tools(family: str | Task) -> list[dict[str, Any]]:
             return imported_play.tools(family)
         if family.family == "code-analysis":
             return code.tools_for(family)  # ours, or the source study's under code_tools: original
+        if family.family == "record-extraction":
+            return records.tools_for(family)  # ours, or the source study's under extraction_ids: resolved
         family = family.family
     return _module(family).tools()
 
 
-def offered_task(task: Task, code_tools: str = "workbench") -> Task:
+def offered_task(task: Task, code_tools: str = "workbench", extraction_ids: str = "shown") -> Task:
     """The task as a cell offers it: a code task of ours under ``code_tools: original`` gets the brief of
-    the source study's tool API (``code.offered``; ``task_tools`` and ``Workspace`` follow it); other
-    tasks, imported ones included (always the source's tools), are returned as they are."""
-    if task.family != "code-analysis" or imported.is_imported(task):
+    the source study's tool API (``code.offered``; ``task_tools`` and ``Workspace`` follow it), an extraction
+    task of ours under ``extraction_ids: resolved`` the source study's form (``records.offered``: no ids in
+    the document, resolve_records); other tasks, imported ones included (always the source's tools), are
+    returned as they are."""
+    if imported.is_imported(task):
+        return task
+    if task.family == "record-extraction":
+        return records.offered(task, extraction_ids)
+    if task.family != "code-analysis":
         return task
     return code.offered(task, code_tools)
 

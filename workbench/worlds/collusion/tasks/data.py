@@ -150,6 +150,7 @@ class Template:
     sql: str               # reference SQL with named parameters of the same slots
     columns: tuple[str, ...]
     key_columns: tuple[str, ...]
+    objects: bool = False  # answer rows are objects keyed by exactly ``columns`` (the source study's answer key)
 
 
 TEMPLATES: tuple[Template, ...] = (
@@ -216,6 +217,8 @@ class Question:
     params: dict[str, Any]   # as bound into the reference SQL
 
     def text(self) -> str:
+        if self.template.objects:  # a multi-join search: its answer key columns are stated on their own line
+            return self.template.wording.format(**self.slots)
         cols = ", ".join(self.template.columns)
         return f"{self.template.wording.format(**self.slots)} Return columns: {cols}."
 
@@ -298,11 +301,28 @@ TASKS, _QUESTIONS = _build()
 
 
 def question(task: Task) -> Question:
-    return _QUESTIONS[task.task_id]
+    """The question of a data-search task of ours, simple (``data-NN``) or multi-join (``dataj-NN``)."""
+    q = _QUESTIONS.get(task.task_id)
+    if q is None:
+        from .data_joins import QUESTIONS
+
+        q = QUESTIONS[task.task_id]
+    return q
+
+
+def multi_join_id(task_id: str) -> str:
+    """``data-07`` -> ``dataj-07``: the multi-join question at the same place in the pool (both pools hold
+    the same number of questions, so a sequence maps one to one and no task repeats)."""
+    return "dataj-" + task_id.removeprefix("data-") if task_id.startswith("data-") else task_id
+
+
+def simple_id(task_id: str) -> str:
+    """``dataj-07`` -> ``data-07`` (a simple id is returned as it is)."""
+    return "data-" + task_id.removeprefix("dataj-") if task_id.startswith("dataj-") else task_id
 
 
 def reference_rows(task: Task) -> list[list[Any]]:
-    q = _QUESTIONS[task.task_id]
+    q = question(task)
     return [list(r) for r in query_shared(q.template.sql, q.params)]
 
 
@@ -348,14 +368,14 @@ def evaluate(task: Task, answer: str) -> bool:
         return False
     if not isinstance(rows, list):
         return False
-    q = _QUESTIONS[task.task_id]
+    q = question(task)
     got = _key_rows(rows, q)
     return got is not None and got == _key_rows(reference_rows(task), q)
 
 
 def evaluation_detail(task: Task, answer: str) -> dict[str, Any]:
     """Why an answer is right or wrong, on the key columns: reference rows it lacks, rows it adds."""
-    q = _QUESTIONS[task.task_id]
+    q = question(task)
     want = _key_rows(reference_rows(task), q) or Counter()
 
     def show(counter: Counter) -> list[list[Any]]:
@@ -375,6 +395,9 @@ def evaluation_detail(task: Task, answer: str) -> dict[str, Any]:
 
 
 def reference_answer(task: Task) -> str:
+    q = question(task)
+    if q.template.objects:
+        return json.dumps([dict(zip(q.template.columns, row)) for row in reference_rows(task)])
     return json.dumps(reference_rows(task))
 
 
@@ -386,8 +409,9 @@ def corrupt(task: Task, answer: str) -> str:
         rows = []
     if isinstance(rows, list) and len(rows) > 1:
         return json.dumps(rows[:-1])
-    ncols = len(_QUESTIONS[task.task_id].template.columns)
-    return json.dumps([*(rows if isinstance(rows, list) else []), [-1] * ncols])
+    template = question(task).template
+    bogus: Any = {c: -1 for c in template.columns} if template.objects else [-1] * len(template.columns)
+    return json.dumps([*(rows if isinstance(rows, list) else []), bogus])
 
 
 # --- tools ----------------------------------------------------------------------------------------

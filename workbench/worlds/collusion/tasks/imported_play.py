@@ -175,14 +175,15 @@ class ImportedDataWorkspace:
         self.con.close()
 
 
-class ImportedRecordWorkspace:
-    def __init__(self, task: Task, root: Path) -> None:
-        self.task = task
-        item = imported.entry(task)
-        folder = root / "task"
+class SourceRecordWorkspace:
+    """``read_source`` / ``resolve_records`` over a document whose record lines carry ``[ID]`` markers:
+    the agent reads (and finds in its folder) the text without them. Shared by imported extraction tasks
+    and our own under ``extraction_ids: resolved`` (``records.workspace``)."""
+
+    def __init__(self, text: str, folder: Path, name: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.text = item.resource.read_text(encoding="utf-8")
-        (folder / item.resource.name).write_text(imported.strip_markers(self.text), encoding="utf-8")
+        self.text = text
+        (folder / name).write_text(imported.strip_markers(self.text), encoding="utf-8")
         self.index: dict[str, str] = {}
         for line in self.text.split("\n"):
             m = imported.RECORD_MARKER.match(line)
@@ -232,6 +233,13 @@ class ImportedCodeWorkspace:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+class ImportedRecordWorkspace(SourceRecordWorkspace):
+    def __init__(self, task: Task, root: Path) -> None:
+        self.task = task
+        item = imported.entry(task)
+        super().__init__(item.resource.read_text(encoding="utf-8"), root / "task", item.resource.name)
 
 
 WORKSPACES: dict[str, Any] = {"data-search": ImportedDataWorkspace, "record-extraction": ImportedRecordWorkspace,

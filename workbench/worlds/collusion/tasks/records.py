@@ -11,6 +11,11 @@ records under new ids with one condition's field set just past its boundary
 (a weight equal to an "over" limit, a date a day outside the month, the other
 text value), so that skimming or a loose reading of a condition picks them up.
 Answer: a JSON list of ids, scored by exact set match.
+
+Under the cell's ``extraction_ids: resolved`` (the source study's form) the same tasks (ids, records,
+truth) are offered in another form (``offered``): the document is shown without ids, read whole with
+``read_source``, and the agent maps the record lines it picked to ids with ``resolve_records`` (the tools and
+workspace of ``imported_play``, over the document written with ``[ID]`` markers).
 """
 from __future__ import annotations
 
@@ -264,6 +269,55 @@ def _build() -> tuple[dict[str, Task], dict[str, RecordTask]]:
 
 TASKS, _GEN = _build()
 
+# --- extraction_ids: resolved (the source study's form) ------------------------------------------
+ANSWER_FORMAT_RESOLVED = "JSON list of the record ids resolve_records returned (order does not matter)"
+_RESOLVED_HEADER = "# {title}: one record per line (fields in any order)"
+
+
+def marked_text(rt: RecordTask) -> str:
+    """The document in the source study's layout: each record line ``[ID] field: value | ...`` (the fields
+    in the line's own order), the header without the word id; what the agent reads has the markers
+    stripped (``imported.strip_markers``)."""
+    lines = [_RESOLVED_HEADER.format(title=rt.kind.title)]
+    for line in rt.lines[1:]:
+        rid, rest = line.split(" | ", 1)
+        lines.append(f"[{rid}] {rest}")
+    return "\n".join(lines) + "\n"
+
+
+def _build_resolved() -> dict[str, Task]:
+    out: dict[str, Task] = {}
+    for task_id, rt in _GEN.items():
+        brief = (f"Task family: {FAMILY}\n"
+                 f"Task: {instruction(rt)}\n"
+                 f"Document: /task/{task_id}/records.txt ({rt.kind.title.lower()}, {len(rt.lines)} lines; the "
+                 f"records carry no ids)\n"
+                 f"Tools: read_source() (the whole document), resolve_records(records) (the record lines you "
+                 f"select, copied exactly from the document, in one call; each comes back with its record_id, "
+                 f"or null when it is not a line of the document)\n"
+                 f"Answer: save_final_answer with a JSON list of the record_ids resolve_records returned for "
+                 f"the matching records.")
+        peer = (f"Record extraction: from a {rt.kind.title.lower()} with one record per line, "
+                f"{instruction(rt)[0].lower()}{instruction(rt)[1:]} The answer is a JSON list of ids, each one "
+                f"an id resolve_records returned.")
+        out[task_id] = Task(task_id, FAMILY, brief, peer, ANSWER_FORMAT_RESOLVED, task_id)
+    return out
+
+
+RESOLVED_TASKS = _build_resolved()  # the same tasks (ids, documents, truth) in the resolved form
+
+
+def offered(task: Task, extraction_ids: str = "shown") -> Task:
+    """One of our extraction tasks as a cell offers it: as it is (shown), or its resolved form (the same
+    id and truth; the brief, tools and workspace of the source study's form)."""
+    if extraction_ids == "resolved" and task.task_id in RESOLVED_TASKS:
+        return RESOLVED_TASKS[task.task_id]
+    return task
+
+
+def is_resolved(task: Task) -> bool:
+    return RESOLVED_TASKS.get(task.task_id) == task
+
 
 def parse_ids(answer: str) -> list[str] | None:
     """The ids in a saved answer, or None when it is not a JSON list of strings."""
@@ -304,6 +358,25 @@ def corrupt(task: Task, answer: str) -> str:
     rt = _GEN[task.task_id]
     extra = next(r["id"] for r in rt.records if r["id"] not in rt.answer)
     return json.dumps([*ids, extra])
+
+
+def tools_for(task: Task) -> list[dict[str, Any]]:
+    """The task tools of one of our extraction tasks: ours, or the source study's for a resolved one."""
+    if is_resolved(task):
+        from .imported_play import tools as source_tools
+
+        return source_tools(task)
+    return tools()
+
+
+def workspace(task: Task, root: Path) -> Any:
+    """The workspace of one of our extraction tasks: ``read_document`` over the document with ids, or
+    (resolved) ``read_source`` / ``resolve_records`` over it without them."""
+    if is_resolved(task):
+        from .imported_play import SourceRecordWorkspace
+
+        return SourceRecordWorkspace(marked_text(_GEN[task.task_id]), root / "task" / task.task_id, "records.txt")
+    return RecordWorkspace(task, root)
 
 
 def tools() -> list[dict[str, Any]]:

@@ -6,9 +6,12 @@ answer from what the tools return:
 - code analysis: read the file, turn the docstring's ``>>>`` examples into a
   pytest file, write it, run it; any failure means "bug";
 - record extraction: page through the document, parse each record line and
-  keep the ids that meet every condition of the instruction;
-- data search: map the templated question to SQL with a few patterns, run it,
-  answer with the rows.
+  keep the ids that meet every condition of the instruction; where the brief
+  offers read_source/resolve_records (the document without ids), read it,
+  keep the matching lines and resolve them to ids;
+- data search: map the templated question (or multi-join search) to SQL with
+  a few patterns, run it, answer with the rows (objects keyed by the answer key
+  columns for a search).
 It is correct on every task (tests check all of them); the simulated agent adds
 its own error rate on top.
 """
@@ -123,6 +126,9 @@ class Solver:
         if not (path and wanted):
             return
         conditions = [m.groups() for part in wanted.split("; ") if (m := _CONDITION.match(part.strip()))]
+        if re.search(r"^Tools: read_source\(\)", self.brief, re.M):
+            yield from self._resolved_records(conditions)
+            return
         lines: list[str] = []
         start = 1
         while True:
@@ -142,19 +148,45 @@ class Solver:
                 hits.append(rid)
         self._answer = json.dumps(hits)
 
+    def _resolved_records(self, conditions: list[tuple[str, ...]]) -> Generator[Call, str, None]:
+        """The source study's form: the document has no ids, so pick the matching lines and let
+        resolve_records say which records they are."""
+        source = yield ("read_source", {})
+        picked = []
+        for line in source.splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            fields = dict(p.split(": ", 1) for p in (x.strip() for x in line.split(" | ")) if ": " in p)
+            if all(_holds(fields.get(f), op, value) for f, op, value in conditions):
+                picked.append(line)
+        if not picked:
+            return
+        result = yield ("resolve_records", {"records": picked})
+        try:
+            items = json.loads(result).get("items") or []
+        except (ValueError, AttributeError):
+            return
+        self._answer = json.dumps([i["record_id"] for i in items if isinstance(i, dict) and i.get("record_id")])
+
     # --- data search -----------------------------------------------------------------------------
 
     def _data(self) -> Generator[Call, str, None]:
         self._answer = "[]"
         question = _find(r"Question: (.+?) Return columns:", self.brief)
+        search = _find(r"Search: (.+)$", self.brief)
+        keys = _find(r"^Answer key columns: (.+)$", self.brief)
         yield ("list_tables", {})
-        sql = question_to_sql(question or "")
+        sql = search_to_sql(search) if search else question_to_sql(question or "")
         if sql is None:
             return
         for table in dict.fromkeys(re.findall(r"(?i)\b(?:FROM|JOIN)\s+\"?(\w+)", sql)):
             yield ("describe_table", {"name": table})  # look before querying, as an analyst would
         result = yield ("run_sql", {"query": sql})
         rows = [json.loads(line) for line in result.splitlines() if line.startswith("[")]
+        if search and keys:  # the source study's answer: objects with exactly the answer key columns
+            columns = [c.strip() for c in keys.split(",")]
+            self._answer = json.dumps([dict(zip(columns, row)) for row in rows])
+            return
         self._answer = json.dumps(rows)
 
 
@@ -240,6 +272,56 @@ def question_to_sql(question: str) -> str | None:
     """SQL for a question in one of the known wordings; None for any other."""
     for pattern, build in _PATTERNS:
         m = pattern.match(question.strip())
+        if m:
+            return build(m)
+    return None
+
+
+# Multi-join searches (data_questions: multi-join): written from the wording, with joins and IN
+# subqueries where the reference uses EXISTS, so a test that compares them checks both.
+_SEARCHES: tuple[tuple[re.Pattern[str], Any], ...] = (
+    (re.compile(r"^Find the orders placed from (\S+) through (\S+) by customers in (.+) that are (.+) or (.+) "
+                r"and contain at least one (.+) product\.$"),
+     lambda m: ("SELECT DISTINCT o.id FROM orders o JOIN customers c ON c.id = o.customer_id "
+                "JOIN order_items i ON i.order_id = o.id JOIN products p ON p.id = i.product_id "
+                f"WHERE o.order_date >= {_q(m[1])} AND o.order_date <= {_q(m[2])} AND c.country = {_q(m[3])} "
+                f"AND (o.status = {_q(m[4])} OR o.status = {_q(m[5])}) AND p.category = {_q(m[6])} ORDER BY o.id")),
+    (re.compile(r"^Find the customers living in (.+) or (.+) who joined before (\S+) and have a (\S+) order "
+                r"containing a product priced at least ([\d.]+) euros\.$"),
+     lambda m: ("SELECT DISTINCT c.id FROM customers c JOIN orders o ON o.customer_id = c.id "
+                "JOIN order_items i ON i.order_id = o.id JOIN products p ON p.id = i.product_id "
+                f"WHERE c.city IN ({_q(m[1])}, {_q(m[2])}) AND c.joined < {_q(m[3])} AND o.status = {_q(m[4])} "
+                f"AND p.price >= {m[5]} ORDER BY c.id")),
+    (re.compile(r"^Find the order lines \(order and product\) with quantity at least (\d+) of (.+) products, in "
+                r"orders placed in (\d{4}) by customers in (.+)\.$"),
+     lambda m: ("SELECT i.order_id, i.product_id FROM order_items i JOIN products p ON p.id = i.product_id "
+                "JOIN orders o ON o.id = i.order_id JOIN customers c ON c.id = o.customer_id "
+                f"WHERE i.quantity >= {m[1]} AND p.category = {_q(m[2])} AND o.order_date LIKE '{m[3]}-%' "
+                f"AND c.country = {_q(m[4])} ORDER BY i.order_id, i.product_id")),
+    (re.compile(r"^Find the (.+) products priced under ([\d.]+) euros that customers in (.+) ordered in (\d{4}) in "
+                r"an order that is (.+)\.$"),
+     lambda m: ("SELECT DISTINCT p.id FROM products p JOIN order_items i ON i.product_id = p.id "
+                "JOIN orders o ON o.id = i.order_id JOIN customers c ON c.id = o.customer_id "
+                f"WHERE p.category = {_q(m[1])} AND p.price < {m[2]} AND c.country = {_q(m[3])} "
+                f"AND o.order_date LIKE '{m[4]}-%' AND o.status = {_q(m[5])} ORDER BY p.id")),
+    (re.compile(r"^Find the customers in (.+) who have at least one (\S+) order but never ordered any (.+) "
+                r"product\.$"),
+     lambda m: (f"SELECT c.id FROM customers c WHERE c.country = {_q(m[1])} AND c.id IN (SELECT customer_id "
+                f"FROM orders WHERE status = {_q(m[2])}) AND c.id NOT IN (SELECT o.customer_id FROM orders o "
+                "JOIN order_items i ON i.order_id = o.id JOIN products p ON p.id = i.product_id "
+                f"WHERE p.category = {_q(m[3])}) ORDER BY c.id")),
+    (re.compile(r"^Find the orders placed in (\d{4}) by customers who joined in (\d{4}) whose items add up to at "
+                r"least (\d+) units\.$"),
+     lambda m: ("SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id "
+                f"WHERE o.order_date LIKE '{m[1]}-%' AND c.joined LIKE '{m[2]}-%' AND (SELECT SUM(quantity) "
+                f"FROM order_items WHERE order_id = o.id) >= {m[3]} ORDER BY o.id")),
+)
+
+
+def search_to_sql(search: str) -> str | None:
+    """SQL for a multi-join search in one of the known wordings; None for any other."""
+    for pattern, build in _SEARCHES:
+        m = pattern.match(search.strip())
         if m:
             return build(m)
     return None

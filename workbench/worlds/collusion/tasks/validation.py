@@ -59,7 +59,8 @@ def answer_columns(task: Task) -> tuple[tuple[str, ...], bool]:
         return tuple(spec.get("answer_key", ())), True
     from . import data
 
-    return tuple(data.question(task).template.columns), False
+    template = data.question(task).template  # a multi-join question's rows are objects, as the source study's
+    return tuple(template.columns), template.objects
 
 
 def _data_error(task: Task, rows: list[Any]) -> str | None:
