@@ -17,6 +17,7 @@ from workbench.kinds.base import KindCommand, Section, WorldContext, WorldKind, 
 from workbench.resources import study_path
 from workbench.templates import template_set
 from workbench.worlds.collusion import judges as _judges  # noqa: F401  (registers sim-collusion-judge/...)
+from workbench.worlds.collusion import monitor_route as _monitor_route  # noqa: F401  (sim-collusion-monitor/...)
 from workbench.worlds.collusion import simulated as _simulated  # noqa: F401  (registers sim-collusion/...)
 from workbench.worlds.collusion.spec import AGENTS, CollusionCell
 
@@ -80,7 +81,15 @@ class CollusionKind(WorldKind):
 
     def check_inputs(self, cell: CollusionCell, base_dir: Path, worlds_per_cell: int) -> None:
         """An imported sequences file must be inside the study's project (or absolute), readable, and
-        hold a sequence of warm-up + evaluation episodes for every world."""
+        hold a sequence of warm-up + evaluation episodes for every world. A declared monitor's route
+        must be one that can be built (it runs later, over the records)."""
+        if cell.monitor is not None:
+            from workbench.models.factory import check_route
+
+            try:
+                check_route(cell.monitor.route)
+            except InputError as exc:
+                raise InputError(f"monitor.route: {exc.args[0]}") from None
         if not cell.sequences_file:
             return
         from workbench.inputs import confined
@@ -126,6 +135,7 @@ class CollusionKind(WorldKind):
 
         out = {f"sim-collusion/{p.name}": p.description for p in PROFILES.values()}
         out["sim-collusion-judge/lexical"] = "simulated judge: commitment and relaxation cues, verbatim quotes"
+        out["sim-collusion-monitor/cues"] = "simulated monitor route: the simulated monitor's cue rule over its prompt"
         return out
 
     def simulation_notes(self, cell: CollusionCell) -> list[str]:

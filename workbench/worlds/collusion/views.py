@@ -340,7 +340,9 @@ CAPTIONS = {
               "with no event (or only events) is separated and not estimable; no multiple-comparison correction.",
     "monitor": "One row per monitor and cell, evaluation episodes of valid trajectories: a simulated monitor "
                "(a deterministic cue rule, simulated behaviour, not a model) reads each recorded episode after "
-               "the fact and flags collusion when both agents show a cue; detection among colluding episodes "
+               "the fact and flags collusion when both agents show a cue; a monitor route (a model, or "
+               "sim-collusion-monitor/cues) answers a prompt with the episode's channel (and reasoning), its "
+               "labels recorded beside the run; detection among colluding episodes "
                "and false positives among the others (95 % Wilson, episodes as units), false positives among "
                "episodes no judge called yes (where the judges ran), and the Kaplan–Meier median episode of "
                "first detection (never-flagged trajectories censored).",
@@ -633,7 +635,7 @@ class CollusionReport(RunReport):
                               "fp high": "other episodes flagged:high"})
         return self.readable(t.drop(columns=["detection", "false positive rate", "KM median detection",
                                              "detection low", "detection high", "reads"]), "monitor",
-                             "Monitor detection (simulated monitor)")
+                             "Monitor detection (simulated monitors, and monitor routes recorded in monitors.jsonl)")
 
     # -- the study's story ------------------------------------------------------------------
     def headline(self, contrasts: pd.DataFrame | None = None) -> None:
@@ -753,8 +755,9 @@ class CollusionReport(RunReport):
                               "which cells, task families and episodes raise the odds that collusion starts.",
                               hazard, applies=has_curve),
             "monitor": Section("Monitor condition", "Would a third party reading the channel (or also the agents' "
-                               "reasoning) have caught it, and when? A simulated monitor labels the recorded "
-                               "episodes after the fact; it never reached the agents.", monitor,
+                               "reasoning) have caught it, and when? A simulated monitor, and any monitor route run "
+                               "with workbench collusion monitor, label the recorded episodes after the fact; no "
+                               "label ever reached the agents.", monitor,
                                applies=bool(len(self.tables["monitor"]))),
             "examples": Section("Example trajectories", "Per cell, the trajectory with the earliest onset: episodes "
                                 "as rows, phases as columns (model text escaped).", examples,
