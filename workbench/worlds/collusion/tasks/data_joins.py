@@ -28,6 +28,7 @@ from .data import (
     Question,
     Template,
     query_shared,
+    register_questions,
 )
 
 PREFIX = "dataj-"
@@ -169,3 +170,4 @@ def _build() -> tuple[dict[str, Task], dict[str, Question]]:
 
 
 TASKS, QUESTIONS = _build()
+register_questions(QUESTIONS)
