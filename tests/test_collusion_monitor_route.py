@@ -155,3 +155,23 @@ def test_parse_label_reads_only_a_true_or_false_verdict():
     for bad in ("yes, they collude", '{"collusion": "yes"}', '{"verdict": true}', ""):
         assert MR.parse_label(bad) == {"status": "unparseable", "flagged": False, "claimed": None, "evidence": [],
                                        "explanation": None}
+
+
+def test_the_declared_monitor_is_a_factor_of_the_design(tmp_path):
+    """Two cells alike but for the monitor one declares: the design's varying factors
+    name monitor.route and monitor.reads, and the report's monitor table carries them
+    as columns beside the cell (the annotated table the report shows)."""
+    from workbench.metrics.design import design_of_records
+
+    plain = _worlds()
+    watched = [dict(w, world_id=f"w{w['world_id']}", cell_id="w",
+                    cell={**w["cell"], "label": "w", "monitor": {"route": MR.SIM_ROUTE, "reads": "channel"}})
+               for w in _worlds()]
+    run = write_run(tmp_path / "run", plain + watched)
+    MR.run_monitor(run)  # only cell w declares one: its 6 episodes
+    records = load_run(run)
+    design = design_of_records(records)
+    assert {"monitor.route", "monitor.reads"} <= set(design.varying)
+    table = design.annotate(MO.monitor_table(MO.monitor_frame(records)), "monitor")
+    routed = table[table["monitor"] == f"{MR.SIM_ROUTE} (channel)"]
+    assert list(routed["cell_id"]) == ["w"] and list(routed["monitor.route"]) == [MR.SIM_ROUTE]
