@@ -140,7 +140,7 @@ def poisoning_table(worlds: Iterable[dict[str, Any]]) -> Any:
     import pandas as pd
 
     from workbench.stats import wilson
-    from workbench.worlds.recall.metrics import model_of, variant_parts
+    from workbench.worlds.recall.metrics import model_of, recall_frame_shared_variant, variant_parts
 
     worlds = [w for w in worlds if w.get("world_kind") == "recall"]
     if not any(w.get("adversary") for w in worlds):
@@ -187,7 +187,9 @@ def poisoning_table(worlds: Iterable[dict[str, Any]]) -> Any:
                     "corrected facts": len(rec), "recovered": f"{len(recovered)}/{len(rec)}",
                     "median turns to recovery": median,
                     "mean turns (recovered)": sum(recovered) / len(recovered) if recovered else math.nan})
-    return pd.DataFrame(out, columns=POISONING_COLUMNS)
+    table = pd.DataFrame(out, columns=POISONING_COLUMNS)
+    table.attrs["variant_shared"] = recall_frame_shared_variant(table)  # said once, in the caption
+    return table
 
 
 def poisoning_text(table: Any) -> str:

@@ -331,6 +331,20 @@ def memory_view(table: pd.DataFrame, caption: str) -> tuple[pd.DataFrame, str]:
     return table.drop(columns=zero), caption
 
 
+TITLES["poisoning"] = "Adversarial memory: poisoned-value uptake, spoof success and recovery"
+CAPTIONS["poisoning"] = (
+    "One row per cell (never pooled across cells), over valid worlds; shown when a cell has a poisoner or a spoof "
+    "(cell fields poison, spoof). accuracy: the original script's recalls (probes left out), so a cell with a "
+    "poisoner and one without answer the same questions; 95 % Wilson. uptake: recalls of a poisoned fact after its "
+    "poison whose answer states the poisoned value (in any form the scorer reads as that value), 95 % Wilson; "
+    "before / after: the same split at the correction. spoof success: of the recalls exposed to a live spoofed "
+    "entry about their fact stating no accepted answer, those where it outranked every entry stating the truth and "
+    "the answer gave its value. recovered: corrected facts answered right at a recall after the correction; median "
+    "turns from the correction to that recall by Kaplan-Meier (facts never answered right censored at their last "
+    "recall; blank when fewer than half recover). The poison and spoof marks are the world's ground truth; the "
+    "agents never saw them.")
+
+
 @dataclass
 class RecallReport(RunReport):
     """Everything recall_analysis.ipynb shows, as methods over the records."""
@@ -465,9 +479,29 @@ class RecallReport(RunReport):
                 "Example worlds",
                 "One world per cell: its turn timeline and the retrieved entries per recall (script and model "
                 "text escaped).", self._show_examples, applies=bool(self.example_worlds(1))),
+            "poisoning": Section(
+                "Adversarial memory",
+                "A poisoner's false values, spoofed authority and a correction (cell fields poison and spoof): how "
+                "often answers carried the poisoned value, how often a spoofed entry won, and how long the lie "
+                "lasted after the correction.", self._show_poisoning,
+                applies=any(w.get("adversary") for w in self.records.worlds)),
             "comparison": Section("Comparison with a second run set", "", lambda: display(self.comparison()),
                                   applies=self.other is not None),
         }
+
+    @cached_property
+    def poisoning(self) -> pd.DataFrame:
+        """The poisoning table (:func:`workbench.worlds.recall.poisoning.poisoning_table`)."""
+        from workbench.worlds.recall.poisoning import poisoning_table
+
+        return poisoning_table(self.records.worlds)
+
+    def _show_poisoning(self) -> None:
+        from IPython.display import HTML, display
+
+        display(HTML(readable_html(self.poisoning, caption=CAPTIONS["poisoning"], title=TITLES["poisoning"],
+                                   labels=LABELS, keep=("condition", "poisoner", "spoof"),
+                                   constant=str(self.poisoning.attrs.get("variant_shared") or ""))))
 
     def _show_values(self) -> None:
         from IPython.display import display
