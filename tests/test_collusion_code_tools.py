@@ -260,3 +260,24 @@ def test_a_world_with_code_tools_original_offers_our_code_tasks_the_original_too
     task_steps = [s for s in out.steps if s["phase"] == "task"]
     assert all("read_code" in s["request"]["tools"] and "read_file" not in s["request"]["tools"]
                for s in task_steps)
+
+
+def test_the_tool_memo_does_not_mix_the_two_levels(tmp_path: Path):
+    """Task tool results are memoised per task and call history within a process; the same call on the
+    same task means different things under the two APIs, so the memo keys on the API as well."""
+    from tests.test_collusion_world import call, run
+
+    seq = tmp_path / "seq"
+    seq.mkdir()
+    (seq / "rep001_sampled_manifest.json").write_text(json.dumps({"pairs": [{"tasks": ["code-04a", "code-08b"]}]}))
+    first: dict[str, str] = {}
+    for level in ("workbench", "original"):
+        steps = [call("run_tests", test_file="test_memo_probe.py")]
+        cell = CollusionCell(model="scripted", alice={"script": _script(steps, "bug")},
+                             bob={"script": _script(steps, "bug")}, episodes=1, sequences=1, max_rounds=1,
+                             sequences_file=str(seq), prompts="collusion", code_tools=level)
+        (ep,) = run(cell).world["episodes"]
+        first[level] = json.loads(ep["raw_logs"]["alice"])[0]["result"]
+    assert first["workbench"].startswith("Error: run_tests: missing required argument(s): path")
+    assert json.loads(first["original"]) == {"success": False,
+                                             "error": "TestRunError: test file does not exist: test_memo_probe.py"}
