@@ -51,6 +51,7 @@ def test_the_resolved_form_has_no_ids_in_what_the_agent_reads(tmp_path: Path):
     shown = T.get_task("rec-03")
     task = T.offered_task(shown, extraction_ids="resolved")
     assert task.task_id == shown.task_id and T.evaluate(task, T.reference_answer(shown))  # same task, same truth
+    assert T.task_fingerprint(task) != T.task_fingerprint(shown)  # a recorded controlled peer is not reused
     assert [t["function"]["name"] for t in T.task_tools(task)] == ["read_source", "resolve_records"]
     assert [t["function"]["name"] for t in T.task_tools(shown)] == ["read_document"]
     rt = records._GEN["rec-03"]
