@@ -506,6 +506,8 @@ def recall_frame_shared_variant(table: pd.DataFrame) -> str:
 def metric_tables(worlds: Iterable[dict[str, Any]], frame: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Every table ``workbench metrics`` writes for a recall run set (``frame``: the
     worlds' recall frame when the caller has it already)."""
+    from workbench.worlds.recall.invalidation import detection_table, separation_table
+
     worlds = list(worlds)
     f = recall_frame(worlds) if frame is None else frame.copy()
     return {
@@ -519,6 +521,8 @@ def metric_tables(worlds: Iterable[dict[str, Any]], frame: pd.DataFrame | None =
         "given_values": given_values(f),
         "failed_recalls": failed_recalls(f),
         "memory": memory_table(worlds),
+        "invalidation": detection_table(worlds, f),
+        "separation": separation_table(worlds),
         "worlds": world_frame(worlds),
         "recalls": f,
     }

@@ -251,6 +251,9 @@ TITLES = {"by_condition": "Accuracy by condition", "by_mode_condition": "Accurac
           "judge_disagreements": "Recalls on which a judge and exact match disagree",
           "given_values": "Failed recalls by the value they gave",
           "failed_recalls": "Each failed recall and the value it gave",
+          "invalidation": "Invalidation: detector, precision, recall, accuracy",
+          "separation": "Stale and current statements of each recalled fact: the embedder's similarity",
+          "separation_summary": "What the embedder can tell apart",
           "memory": "Memory writes by origin; invalidations by type and action"}
 CAPTIONS = {
     "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals, "
@@ -288,6 +291,23 @@ CAPTIONS = {
     "failed_recalls": "Every failed recall of a valid world: the kind of value it gave (as in the table above) and "
                       "the value read from the answer (date:YYYY-MM-DD, num:VALUE|UNIT), the answer (model text, "
                       "escaped) and the accepted answers.",
+    "invalidation": "One row per cell with invalidation (valid worlds; never pooled across cells). detector: how a "
+                    "conflict was found: oracle = the script's fact ids (no real memory has them; the default), "
+                    "lexical = shared topic words and a different value, embedding = the embedder's cosine >= "
+                    "conflict_similarity and a different value, judge = the judge model asked about each pair "
+                    "(docs/recall.md). pairs examined: (newcomer, live entry) pairs met on writing; conflicts (ids): "
+                    "those whose fact ids are the same and whose recorded values differ (the truth). precision = true "
+                    "positives / detected, recall = true positives / conflicts (ids), 95 % Wilson intervals. removed, "
+                    "refused: what invalidation did. accuracy and anchoring (memory-anchoring recalls): re-scored "
+                    "recalls, 95 % Wilson intervals.",
+    "separation": "One row per script, recalled fact and (stale, current) pair of statements said before the recall "
+                  "(current: states an accepted answer; stale: states another value), per embedder: the cosine "
+                  "between the two, and the recall query's cosine to each. Where the two are close, similarity "
+                  "cannot separate them and retrieval rests on recency and authority.",
+    "separation_summary": "Per embedder, over the pairs of the table below: median, lowest and highest cosine "
+                          "between a stale statement and the current one, how many reach 0.8 (the default "
+                          "conflict_similarity), and how many recall queries sit nearer the stale statement than the "
+                          "current one (similarity alone would rank the stale one first).",
     "memory": "Summed over the worlds of each cell (never pooled across cells): memory writes by origin (initial "
               "facts, scripted turns, agents' replies) and writes refused; invalidation events by type (stale, "
               "lower-authority, duplicate) and action (removed, refused, kept). Runs recorded before types existed "
@@ -297,7 +317,7 @@ CAPTIONS = {
 }
 
 
-MAX_ROWS = {"judge_disagreements": 200, "failed_recalls": 500}  # per-recall tables: the rest is in the metrics files
+MAX_ROWS = {"judge_disagreements": 200, "failed_recalls": 500, "separation": 300}  # per-recall tables: the rest is in the metrics files
 
 
 def agreement_view(table: pd.DataFrame) -> pd.DataFrame:
@@ -459,6 +479,14 @@ class RecallReport(RunReport):
             "ranking": Section("Was the right entry ranked first?",
                                "Share of recalls whose top retrieved entry states an accepted answer.",
                                lambda: display(self.table("truth_top_ranked")), applies=memory),
+            "invalidation": Section(
+                "Invalidation without the script's ids",
+                "How each cell's conflict detector did against the script's fact ids, and the accuracy it bought.",
+                lambda: display(self.table("invalidation")), applies=bool(len(self.tables["invalidation"]))),
+            "separation": Section(
+                "What the embedder can tell apart",
+                "The cosine each embedder gives between the stale and the current statements of every recalled "
+                "fact, per script.", self._show_separation, applies=bool(len(self.tables["separation"]))),
             "judges": Section(
                 "Judges against exact match",
                 "Each judge's verdicts against exact match (whole words, numbers compared as numbers) on the same "
@@ -502,6 +530,17 @@ class RecallReport(RunReport):
         display(HTML(readable_html(self.poisoning, caption=CAPTIONS["poisoning"], title=TITLES["poisoning"],
                                    labels=LABELS, keep=("condition", "poisoner", "spoof"),
                                    constant=str(self.poisoning.attrs.get("variant_shared") or ""))))
+
+    def _show_separation(self) -> None:
+        from IPython.display import HTML, display
+
+        from workbench.worlds.recall.invalidation import separation_summary
+
+        t = separation_summary(self.tables["separation"])
+        names = ", ".join(str(x) for x in t["embedder"])
+        display(HTML(readable_html(t, caption=CAPTIONS["separation_summary"],
+                                   title=f"{TITLES['separation_summary']} (embedder: {names})", labels=LABELS)))
+        display(self.table("separation"))
 
     def _show_values(self) -> None:
         from IPython.display import display

@@ -171,11 +171,13 @@ _EMBEDDERS: dict[str, Any] = {}
 
 
 def embedder(name: str) -> Any:
-    """One embedder per name per process: loading MiniLM once is enough."""
+    """One embedder per name per process (loading MiniLM once is enough), remembering the
+    vectors of texts it has embedded (the scripts' texts recur in every repetition)."""
     if name not in _EMBEDDERS:
         from workbench.embeddings import get_embedder
+        from workbench.worlds.recall.separation import MemoEmbedder
 
-        _EMBEDDERS[name] = get_embedder(name)
+        _EMBEDDERS[name] = MemoEmbedder(get_embedder(name))
     return _EMBEDDERS[name]
 
 
@@ -398,6 +400,15 @@ class RecallWorld:
                 "new_value": seen, "old_value": old.value, "new_fact": fact_id, "old_fact": old_fact,
                 "removed": old.entry_id in {e.entry_id for e in result.removed},
                 "refused_by_old": result.refused_by == old.entry_id})
+
+    def _separation(self) -> list[dict[str, Any]]:
+        """How close the cell's embedder puts the stale and current statements of each
+        recalled fact (separation.py); once per script and cell (repetition 0): it depends
+        on the script and the embedder alone. Texts are left out (they are the turns')."""
+        from workbench.worlds.recall.separation import cached_rows
+
+        rows = cached_rows(self.script, embedder(self.cell.embedder), _sha256(self.script.path) or "")
+        return [{k: v for k, v in r.items() if k not in ("stale", "current", "script_id", "domain")} for r in rows]
 
     def _namespace(self, role: str) -> str:
         return role
@@ -652,6 +663,7 @@ class RecallWorld:
             "agents": agents, "turns": self.turns, "retrievals": self.retrievals, "memory_log": self.memory_log,
             "conflicts": self.conflicts,
             **({"detections": self.detections} if self.detector is not None else {}),
+            **({"separation": self._separation()} if self.cell.memory and self.repetition == 0 else {}),
             **({"adversary": self.adversary} if self.adversary is not None else {}),
             "recalls": self.recalls, "n_steps": len(self.steps), "clock_end": round(self.clock, 6),
             "failed": self.failure, "valid": self._valid(), "timing": {"wall_s": round(wall_s, 6)},
