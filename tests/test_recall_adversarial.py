@@ -159,3 +159,22 @@ def test_bad_adversary_fields_name_the_field(tmp_path: Path) -> None:
     path = recall_study(tmp_path, [{"condition": "naive", "spoof": {"writer": "nurse"}}], name="rt2")
     with pytest.raises(WorkbenchError, match=r"spoof\.writer: role 'nurse' is not in the legal team"):
         run_cell(path, 0, [0])
+
+
+def test_replay_reproduces_an_adversarial_world(tmp_path: Path) -> None:
+    """A poisoned, spoofed world replays from its records to the same record (the
+    overlay is rebuilt from the cell and the script, deterministically)."""
+    from workbench.params import load_study
+    from workbench.records import load_run
+    from workbench.replay import verify_world
+    from workbench.study import run_study
+
+    poison = {"role": "lowest", "probes": 1, "correction": {}}
+    path = recall_study(tmp_path, [{"condition": "authors-shown", "beta": 0.4, "poison": poison, "spoof": SPOOF},
+                                   {"condition": "naive"}])
+    out = tmp_path / "run"
+    run_study(load_study(path), out, progress=False)
+    records = load_run(out)
+    assert sum(bool(w.get("adversary")) for w in records.worlds) == 1
+    for w in records.worlds:
+        assert verify_world(records, w["world_id"]) == [], w["world_id"]

@@ -79,6 +79,13 @@ steps: with the conversation in context, ``request.conversation_turns`` (the
     the script and the recorded replies, its hash is ``messages_sha256``).
 ``retrieval`` (world-level settings): adds ``memory_writes``, ``retrieve``,
     ``conversation``, ``context_turns``, ``invalidate_stale``, ``values``.
+``adversary`` (cells with ``poison`` or ``spoof`` only): the plan of
+    :mod:`workbench.worlds.recall.adversary` (each poisoned fact's true and false
+    values and the turns of its poison, first recall, correction and probes; the
+    spoof's roles; ``turn_map``: original turn -> turn played). Memory writes then
+    carry ``poisoned``, or ``spoofed`` with ``true_author``, ``true_authority``,
+    ``claimed_author``, ``claimed_authority``; a poisoned turn ``poisoned``: marks
+    for the metrics, never shown to an agent.
 """
 from __future__ import annotations
 
@@ -217,6 +224,7 @@ class RecallWorld:
         self.script_index = self.world_index % len(scripts)
         self.repetition = self.world_index // len(scripts)
         self.script = scripts[self.script_index]
+        self.source_script = self.script  # as its file says, before an adversary's inserted turns
         self.adversary: dict[str, Any] | None = None  # a poisoner's or spoof's plan (adversary.py), marks for metrics
         if cell.poison is not None or cell.spoof is not None:
             from workbench.worlds.recall.adversary import apply
