@@ -275,7 +275,8 @@ class RecallAtK:
     ``found`` / ``expected``: the entries of the exact scan's top k (by the composite score)
     that the Chroma-backed search also returned, summed over queries; ``nn_found`` /
     ``nn_expected``: the same for the index's raw nearest neighbours against the exact
-    nearest neighbours by cosine (the index alone, before our re-ranking and pool growth).
+    nearest neighbours by cosine (the index alone, before our re-ranking and pool growth; an
+    entry tied with the k-th nearest counts as found: lexical vectors tie often).
     ``identical``: queries whose top k came back identical, in the same order."""
 
     k: int
@@ -305,8 +306,7 @@ class RecallAtK:
 
 def recall_at_k(memory: ChromaVectorMemory, queries: Sequence[Query], k: int) -> RecallAtK:
     """Run every query on the Chroma index and on an exact scan of the same live entries
-    and count how much of the exact top k the index's search returned (see :class:`RecallAtK`).
-    The exact nearest neighbours by cosine break ties by the higher id, as the store does."""
+    and count how much of the exact top k the index's search returned (see :class:`RecallAtK`)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
     found = expected = nn_found = nn_expected = identical = 0
@@ -323,9 +323,11 @@ def recall_at_k(memory: ChromaVectorMemory, queries: Sequence[Query], k: int) ->
         identical += approx == exact
         if entries:
             sims = matrix @ memory._embed([q.text])[0]
-            true_nn = set(ids[np.lexsort((-ids, -sims))][:k].tolist())
-            nn_found += len(true_nn & set(memory.nearest(q.text, k)))
-            nn_expected += len(true_nn)
+            n = min(k, len(entries))
+            kth = float(np.sort(sims)[-n])  # ties at the k-th similarity: any of them is a true neighbour
+            by_id = dict(zip(ids.tolist(), sims.tolist()))
+            nn_found += sum(by_id[i] >= kth - _DISTANCE_SLACK for i in memory.nearest(q.text, k))
+            nn_expected += n
     return RecallAtK(k=k, queries=len(queries), found=found, expected=expected, nn_found=nn_found,
                      nn_expected=nn_expected, identical=identical, hnsw=dict(memory.hnsw), memory_size=len(entries))
 

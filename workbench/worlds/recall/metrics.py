@@ -494,6 +494,61 @@ def memory_table(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return out
 
 
+def memory_size_table(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Memory at its size, per cell (model setting, variant, condition; never pooled across
+    cells): the store and its index settings, the distractors written, the live entries a
+    recall searched (mean and largest), recall@k of the approximate index against an exact
+    scan of the same entries (vector_backend chroma: the exact top k's entries the index's
+    search also returned, over every retrieval, and the share of retrievals whose top k came
+    back identical) and recall accuracy (every recall, re-scored; Wilson interval)."""
+    import pandas as pd
+
+    acc: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for w in worlds:
+        if w.get("world_kind") != "recall":
+            continue
+        cell = w.get("cell") or {}
+        key = (model_of(w), variant_of(cell), str(cell.get("condition")))
+        a = acc.setdefault(key, {"worlds": 0, "sizes": [], "found": 0, "expected": 0, "identical": 0,
+                                 "retrievals": 0, "index": False, "correct": 0, "recalls": 0,
+                                 "backend": cell.get("vector_backend", "memory"), "hnsw": cell.get("hnsw"),
+                                 "distractors": 0})
+        a["worlds"] += 1
+        a["sizes"] += [r.get("memory_size") for r in w.get("retrievals") or []
+                       if r.get("purpose", "recall") == "recall" and r.get("memory_size") is not None]
+        a["distractors"] = max(a["distractors"], int((w.get("distractors") or {}).get("written") or 0))
+        ir = w.get("index_recall")
+        if ir:
+            a["index"] = True
+            a["hnsw"] = ir.get("hnsw") or a["hnsw"]  # the settings the index was built with (null in the cell: defaults)
+            for name in ("found", "expected", "identical", "retrievals"):
+                a[name] += int(ir.get(name) or 0)
+        counts = recall_counts(w)
+        a["correct"] += counts["n_correct"]
+        a["recalls"] += counts["n_recalls"]
+    rows = []
+    for (m, v, c), a in sorted(acc.items()):
+        rate = _rate(a["correct"], a["recalls"])
+        recall_k = _rate(a["found"], a["expected"]) if a["index"] else None
+        hnsw = a["hnsw"] if a["backend"] == "chroma" else None
+        rows.append({
+            "model": m, "variant": v, "condition": c, "worlds": a["worlds"], "backend": a["backend"],
+            "hnsw": "" if not hnsw else " ".join(f"{k}={hnsw[k]}" for k in sorted(hnsw)),
+            "distractors": a["distractors"],
+            "memory size at recall": round(sum(a["sizes"]) / len(a["sizes"]), 1) if a["sizes"] else None,
+            "largest memory": max(a["sizes"]) if a["sizes"] else None,
+            "recall@k k/n": recall_k["k/n"] if recall_k else "", "recall@k": recall_k["rate"] if recall_k else None,
+            "identical top k": (f"{a['identical']}/{a['retrievals']}" if a["index"] else ""),
+            "accuracy k/n": rate["k/n"], "accuracy": rate["rate"], "accuracy low": rate["low"],
+            "accuracy high": rate["high"]})
+    out = pd.DataFrame(rows, columns=["model", "variant", "condition", "worlds", "backend", "hnsw", "distractors",
+                                      "memory size at recall", "largest memory", "recall@k k/n", "recall@k",
+                                      "identical top k", "accuracy k/n", "accuracy", "accuracy low", "accuracy high"])
+    if len(out):
+        out.attrs["variant_shared"] = recall_frame_shared_variant(out)
+    return out
+
+
 def recall_frame_shared_variant(table: pd.DataFrame) -> str:
     """Lift the variant parts every row shares out of a table's ``variant`` column
     (as :func:`_lift_shared_variant` does for the recall frame); returns them."""
@@ -523,6 +578,7 @@ def metric_tables(worlds: Iterable[dict[str, Any]], frame: pd.DataFrame | None =
         "memory": memory_table(worlds),
         "invalidation": detection_table(worlds, f),
         "separation": separation_table(worlds),
+        "memory_size": memory_size_table(worlds),
         "worlds": world_frame(worlds),
         "recalls": f,
     }

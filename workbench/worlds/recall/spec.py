@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from workbench.errors import InputError
 from workbench.metrics.design import non_default_parts  # at import time: describe() runs in worker threads
 from workbench.worlds.recall.adversary import PoisonSpec, SpoofSpec
+from workbench.worlds.recall.distractors import DistractorSpec
 
 #: How invalidation decides that two entries conflict: ``oracle`` by the script's fact ids (and
 #: declared values), the others from the entries' text alone (workbench/worlds/recall/conflicts.py).
@@ -51,12 +52,23 @@ class RoleOverride(BaseModel):
     latency_s: float | None = Field(None, ge=0, description="fixed latency of a scripted agent (world clock)")
 
 
+class HnswSettings(BaseModel):
+    """``vector_backend: chroma``: the settings its HNSW index is built with, recorded with
+    the cell (Chroma 1.x's configuration names; defaults are Chroma's, the space cosine)."""
+
+    model_config = ConfigDict(extra="forbid")
+    space: Literal["cosine", "l2", "ip"] = "cosine"
+    max_neighbors: int = Field(16, ge=2, le=512, description="HNSW M: links per node")
+    ef_construction: int = Field(100, ge=1, le=10_000, description="candidate list while building")
+    ef_search: int = Field(100, ge=1, le=10_000, description="candidate list while searching")
+
+
 class RecallCell(BaseModel):
     model_config = ConfigDict(extra="forbid")
     #: fields added after recall cells were first recorded: at their default they leave the
     #: cell id alone (workbench.params.cell_hash), so shipped studies keep their ids
-    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("poison", "spoof", "conflicts", "conflict_overlap",
-                                                     "conflict_candidates")
+    HASH_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("conflicts", "conflict_overlap", "conflict_candidates",
+                                                     "poison", "spoof", "distractors", "hnsw")
     label: str | None = Field(None, description="a short name for tables; derived when absent")
     model: str = Field(DEFAULT_MODEL, description="route of every role without an override")
     agents: dict[str, RoleOverride] = Field(default_factory=dict, description="per-role overrides, by role name")
@@ -96,6 +108,11 @@ class RecallCell(BaseModel):
     vector_backend: Literal["memory", "chroma"] = Field(
         "memory", description="the shared memory's store: in-process (memory), or ChromaDB's local persistent client "
                               "(chroma, the optional extra; same top-k, slower)")
+    hnsw: HnswSettings | None = Field(None, description="vector_backend chroma: the HNSW index's settings (null: "
+                                                        "Chroma's defaults, cosine space)")
+    distractors: DistractorSpec | None = Field(None, description="memory at realistic size: seeded distractor "
+                                                                 "entries written before and through the script "
+                                                                 "(null: none)")
     scripts: str = Field("recall/scripts", description="folder or glob of script JSON, relative to the params file")
     script_ids: list[str] | None = Field(None, description="run only these scripts")
     domains: list[str] | None = Field(None, description="run only scripts of these domains")
@@ -152,6 +169,12 @@ class RecallCell(BaseModel):
             # a window over a conversation the agents never see would be a factor that changes nothing
             raise InputError(f"context_turns: expected the conversation in context (condition baseline, or "
                              f"conversation: true); condition {self.condition} shows none")
+        if self.hnsw is not None and self.vector_backend != "chroma":
+            raise InputError("hnsw: expected vector_backend: chroma (the in-memory store is an exact scan and has "
+                             "no index settings)")
+        if self.distractors is not None and self.distractors.count and not self.memory:
+            raise InputError(f"distractors: expected a condition with shared memory; condition {self.condition} "
+                             f"has none")
         if self.conflicts != "oracle" and not (self.memory and self.uses_invalidation()):
             # a detector with nothing to decide would be a factor that changes nothing
             raise InputError(f"conflicts: {self.conflicts} expected invalidation on (condition "
@@ -193,6 +216,10 @@ class RecallCell(BaseModel):
     @property
     def namespaced(self) -> bool:
         return self.condition == "namespaced"
+
+    def index_settings(self) -> dict[str, Any]:
+        """The HNSW settings a chroma cell's index is built with (the cell's, else Chroma's defaults)."""
+        return (self.hnsw or HnswSettings()).model_dump()
 
     def weights(self) -> tuple[float, float, float]:
         a, b, g, _ = CONDITION_DEFAULTS[self.condition]

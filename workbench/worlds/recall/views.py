@@ -254,7 +254,8 @@ TITLES = {"by_condition": "Accuracy by condition", "by_mode_condition": "Accurac
           "invalidation": "Invalidation: detector, precision, recall, accuracy",
           "separation": "Stale and current statements of each recalled fact: the embedder's similarity",
           "separation_summary": "What the embedder can tell apart",
-          "memory": "Memory writes by origin; invalidations by type and action"}
+          "memory": "Memory writes by origin; invalidations by type and action",
+          "memory_size": "Memory at its size: recall@k of the index and accuracy"}
 CAPTIONS = {
     "by_condition": "One row per model setting and condition: recalls of valid worlds, 95 % Wilson intervals, "
                     "every recall scored again from the record by the current rules (exact match reads numbers as "
@@ -312,6 +313,12 @@ CAPTIONS = {
               "facts, scripted turns, agents' replies) and writes refused; invalidation events by type (stale, "
               "lower-authority, duplicate) and action (removed, refused, kept). Runs recorded before types existed "
               "count their removals and refusals as untyped.",
+    "memory_size": "One row per cell (never pooled across cells): the store (memory: an exact scan; chroma: "
+                   "Chroma's HNSW index, its settings shown), the distractor entries written into shared memory "
+                   "(cell field distractors), the live entries a recall searched (mean, largest), recall@k: of the "
+                   "exact scan's top k entries over every retrieval, those the index's search also returned "
+                   "(chroma only; identical top k: retrievals whose top k came back the same, in order), and "
+                   "accuracy over every recall (re-scored; 95 % Wilson interval).",
     "headline": "One row per condition against the reference condition, per model setting, over all recalls of "
                 "valid worlds; Newcombe 95 % interval; exact McNemar over paired recalls; no correction.",
 }
@@ -395,6 +402,8 @@ class RecallReport(RunReport):
         elif name == "memory":
             t, caption = memory_view(t, caption)
             constant = str(self.tables[name].attrs.get("variant_shared") or "")
+        elif name == "memory_size":
+            constant = str(t.attrs.get("variant_shared") or "")
         elif name == "judge_agreement":
             t = agreement_view(t)
         elif name in MAX_ROWS and len(t) > MAX_ROWS[name]:
@@ -503,6 +512,12 @@ class RecallReport(RunReport):
                 "Memory writes and invalidations",
                 "What each cell wrote to shared memory, by origin, and what invalidation removed, refused or kept, "
                 "by type.", lambda: display(self.table("memory")), applies=memory and bool(len(self.tables["memory"]))),
+            "memory_size": Section(
+                "Memory at its size",
+                "Distractor entries and the approximate index: how large the memory a recall searched was, how "
+                "much of the exact top k the index returned, and the accuracy at that size.",
+                lambda: display(self.table("memory_size")),
+                applies=any(w.get("distractors") or w.get("index_recall") for w in self.records.worlds)),
             "examples": Section(
                 "Example worlds",
                 "One world per cell: its turn timeline and the retrieved entries per recall (script and model "
@@ -517,6 +532,17 @@ class RecallReport(RunReport):
                                   applies=self.other is not None),
         }
 
+    def _show_separation(self) -> None:
+        from IPython.display import HTML, display
+
+        from workbench.worlds.recall.invalidation import separation_summary
+
+        t = separation_summary(self.tables["separation"])
+        names = ", ".join(str(x) for x in t["embedder"])
+        display(HTML(readable_html(t, caption=CAPTIONS["separation_summary"],
+                                   title=f"{TITLES['separation_summary']} (embedder: {names})", labels=LABELS)))
+        display(self.table("separation"))
+
     @cached_property
     def poisoning(self) -> pd.DataFrame:
         """The poisoning table (:func:`workbench.worlds.recall.poisoning.poisoning_table`)."""
@@ -530,17 +556,6 @@ class RecallReport(RunReport):
         display(HTML(readable_html(self.poisoning, caption=CAPTIONS["poisoning"], title=TITLES["poisoning"],
                                    labels=LABELS, keep=("condition", "poisoner", "spoof"),
                                    constant=str(self.poisoning.attrs.get("variant_shared") or ""))))
-
-    def _show_separation(self) -> None:
-        from IPython.display import HTML, display
-
-        from workbench.worlds.recall.invalidation import separation_summary
-
-        t = separation_summary(self.tables["separation"])
-        names = ", ".join(str(x) for x in t["embedder"])
-        display(HTML(readable_html(t, caption=CAPTIONS["separation_summary"],
-                                   title=f"{TITLES['separation_summary']} (embedder: {names})", labels=LABELS)))
-        display(self.table("separation"))
 
     def _show_values(self) -> None:
         from IPython.display import display

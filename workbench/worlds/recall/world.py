@@ -103,6 +103,8 @@ from workbench.resources import study_path
 from workbench.seeding import derive_seed
 from workbench.templates import TemplateSet
 from workbench.worlds.recall import prompts as P
+from workbench.worlds.recall.distractors import DistractorSpec
+from workbench.worlds.recall.distractors import summary as distractor_summary
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, ROLE_BRIEFS, role_authority
 from workbench.worlds.recall.scoring import answer_text, exact_match, judge_verdict, score_answer
 from workbench.worlds.recall.scripts import Script, ScriptError, load_scripts
@@ -266,7 +268,18 @@ class RecallWorld:
                                        invalidation=cell.uses_invalidation(),
                                        conflict_similarity=cell.conflict_similarity,
                                        invalidate_stale=cell.invalidate_stale,
-                                       compare_wording=False)  # values decide conflicts, never wording
+                                       compare_wording=False,  # values decide conflicts, never wording
+                                       **({"hnsw": cell.index_settings()} if cell.vector_backend == "chroma" else {}))
+        # memory at realistic size (distractors.py): seeded entries written at the start of their turn
+        from workbench.worlds.recall.distractors import build_distractors
+
+        self.distractors = (build_distractors(self.script, cell.distractors)
+                            if self.memory is not None and cell.distractors is not None else [])
+        self.distractor_counts = {"stored": 0, "refused": 0, "removed": 0}
+        # vector_backend chroma: each retrieval also run as an exact scan (recall@k of the index)
+        self.index_recall: dict[str, Any] | None = (
+            {"hnsw": cell.index_settings(), "k": cell.k, "retrievals": 0, "found": 0, "expected": 0, "identical": 0,
+             "misses": []} if self.memory is not None and cell.vector_backend == "chroma" else None)
         self.value_judge: ModelClient | None = None
         if cell.memory and cell.values == "judge":
             self.value_judge = client_factory(cell.judge, VALUE_SLOT, derive_seed(seed, "values", cell.judge), {})
@@ -296,6 +309,31 @@ class RecallWorld:
                               fact_id=f.id, source="initial_fact", declared=getattr(f, "value", None))
             if self.failure is not None:
                 return
+        self._write_distractors(0)
+
+    def _write_distractors(self, turn: int) -> None:
+        """The distractor entries of ``turn``, in one batch through the store's own rule (their
+        own fact ids; under a detector other than oracle, none: the store's similarity rule
+        decides). Counted in the record's ``distractors``, never one by one in ``memory_log``."""
+        batch = [d for d in self.distractors if d.turn == turn]
+        if not batch:
+            return
+        oracle = getattr(self, "detector", None) in (None, "oracle")
+        items = [{**d.item(), **({} if oracle else {"fact_id": None})} for d in batch]
+        for d, result in zip(batch, self.memory.add_many(items)):
+            entry_id = result.entry_id if result.entry_id is not None else (
+                result.entry.entry_id if result.entry is not None else None)
+            if entry_id is not None:
+                self.origins[entry_id] = "distractor"
+                if hasattr(self, "truth_of"):
+                    self.truth_of[entry_id] = (d.fact_id, d.value)
+            self.distractor_counts["stored" if result.entry is not None else "refused"] += 1
+            self.distractor_counts["removed"] += len(result.removed)
+            for c in result.conflicts:
+                self.conflicts.append({"turn": turn, "type": c.type, "action": c.action, "fact_id": d.fact_id,
+                                       "new": _side(c.new, "distractor"),
+                                       "old": _side(c.old, self.origins.get(c.old.entry_id)),
+                                       "removed_id": c.removed_id})
 
     async def _value(self, declared: str | None, text: str, turn: int) -> tuple[str | None, str | None]:
         """A write's value and where it came from: the script, the judge (values: judge) or the rule."""
@@ -415,7 +453,7 @@ class RecallWorld:
         on the script and the embedder alone. Texts are left out (they are the turns')."""
         from workbench.worlds.recall.separation import cached_rows
 
-        rows = cached_rows(self.script, embedder(self.cell.embedder), _sha256(self.script.path) or "")
+        rows = cached_rows(self.source_script, embedder(self.cell.embedder), _sha256(self.script.path) or "")
         return [{k: v for k, v in r.items() if k not in ("stale", "current", "script_id", "domain")} for r in rows]
 
     def _namespace(self, role: str) -> str:
@@ -425,6 +463,17 @@ class RecallWorld:
         namespaces = [role] if self.cell.namespaced else None  # a role's own entries, plus the shared ones
         hits = self.memory.search(query, current_turn=turn, k=self.cell.k, namespaces=namespaces)
         records = [hit_record(h) for h in hits]
+        if self.index_recall is not None:  # the same search by an exact scan: what the index missed
+            exact = [h.entry.entry_id for h in self.memory.exact_search(query, current_turn=turn, k=self.cell.k,
+                                                                          namespaces=namespaces)]
+            got = [h.entry.entry_id for h in hits]
+            ir = self.index_recall
+            ir["retrievals"] += 1
+            ir["expected"] += len(exact)
+            ir["found"] += len(set(got) & set(exact))
+            ir["identical"] += got == exact
+            if got != exact:
+                ir["misses"].append({"turn": turn, "purpose": purpose, "entry_ids": got, "exact_entry_ids": exact})
         self.retrievals.append({"turn": turn, "agent": role, "purpose": purpose, "query": query, "k": self.cell.k,
                                 "namespaces": namespaces, "memory_size": len(self.memory.entries), "hits": records})
         return records
@@ -604,6 +653,8 @@ class RecallWorld:
         for turn in self.script.turns:
             if self.failure is not None:
                 break
+            if self.memory is not None and turn.turn:
+                self._write_distractors(turn.turn)
             if turn.role == NARRATOR:
                 await self._narration(turn)
             elif turn.is_recall:
@@ -673,6 +724,9 @@ class RecallWorld:
             **({"detections": self.detections} if self.detector is not None else {}),
             **({"separation": self._separation()} if self.cell.memory and self.repetition == 0 else {}),
             **({"adversary": self.adversary} if self.adversary is not None else {}),
+            **({"distractors": distractor_summary(self.cell.distractors or DistractorSpec(), self.distractors,
+                                                  **self.distractor_counts)} if self.distractors else {}),
+            **({"index_recall": self.index_recall} if self.index_recall is not None else {}),
             "recalls": self.recalls, "n_steps": len(self.steps), "clock_end": round(self.clock, 6),
             "failed": self.failure, "valid": self._valid(), "timing": {"wall_s": round(wall_s, 6)},
         }
