@@ -45,14 +45,14 @@ class EveryOther:
         return status(500, message="replica fault") if fail else _answer(body)
 
 
-def _catalogue(folder: Path, healthy: str, flaky: str) -> Path:
+def _catalogue(folder: Path, healthy: str, flaky: str, strategy: str) -> Path:
     path = folder / "models.yaml"
     path.write_text(yaml.safe_dump({"models": {ENTRY: {
         "route": "openai/pool-model", "auth": "none", "max_attempts": 6, "timeout_s": 5,
         "backoff_base_s": 0.01, "backoff_max_s": 0.05, "max_connections": 64, "rpm": None, "max_tokens": 64,
         "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 2.0,
         "deployments": [{"name": "healthy", "api_base": healthy}, {"name": "flaky", "api_base": flaky}],
-        "routing": {"strategy": "least-busy", "allowed_fails": 1, "cooldown_s": 1.0}}}}))
+        "routing": {"strategy": strategy, "allowed_fails": 1, "cooldown_s": 1.0}}}}))
     return path
 
 
@@ -78,13 +78,14 @@ def servers():
         flaky.stop()
 
 
-def test_a_route_over_two_servers_one_failing(tmp_path, monkeypatch, servers):
+@pytest.mark.parametrize("strategy", ["least-busy", "usage-based-routing-v2"])
+def test_a_route_over_two_servers_one_failing(tmp_path, monkeypatch, servers, strategy):
     from workbench.cli import main
     from workbench.models.litellm_client import get_litellm, reset_limits
     from workbench.models.litellm_client.pool import reset_pools
 
     healthy, flaky = servers
-    monkeypatch.setenv("WORKBENCH_MODELS", str(_catalogue(tmp_path, healthy.url, flaky.url)))
+    monkeypatch.setenv("WORKBENCH_MODELS", str(_catalogue(tmp_path, healthy.url, flaky.url, strategy)))
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
     reset_limits()
     reset_pools()
@@ -103,7 +104,7 @@ def test_a_route_over_two_servers_one_failing(tmp_path, monkeypatch, servers):
     assert set(served) <= {"healthy", "flaky"} and sum(served.values()) == len(steps)
     attempts = [a for s in steps for a in s["reply"]["attempts"]]
     assert all(a["deployment"] in ("healthy", "flaky") for a in attempts)
-    assert all(s["reply"]["extra"]["routing"]["strategy"] == "least-busy" for s in steps)
+    assert all(s["reply"]["extra"]["routing"]["strategy"] == strategy for s in steps)
     retried = [s for s in steps if len(s["reply"]["attempts"]) > 1]
     assert retried and all(s["reply"]["attempts"][0]["deployment"] == "flaky" for s in retried)
 
@@ -125,7 +126,7 @@ def test_a_route_over_two_servers_one_failing(tmp_path, monkeypatch, servers):
     budget = json.loads((out / "manifest.json").read_text())["runs"][-1]["budget"]
     assert budget["spent_usd"] == pytest.approx(total) and budget["calls"] == len(steps)
 
-    print(f"pool figures: calls served {dict(served)}, requests healthy {healthy.count} flaky {flaky.count} "
+    print(f"pool figures ({strategy}): calls served {dict(served)}, requests healthy {healthy.count} flaky {flaky.count} "
           f"(500s {flaky.responder.failed}), cooldowns {len(cooldowns)}, retried calls {len(retried)}, "
           f"charged {total:.6f} USD = {len(steps)} answered x {PRICE:.6f}")
 

@@ -138,7 +138,7 @@ class ModelEntry(Limits):
         None, description="several servers of this model (vLLM or llama.cpp replicas): calls are spread over them "
                           "by litellm's Router, and each records the one that served it (workbench.models.deployments)")
     routing: Routing | None = Field(None, description="with deployments: the Router's strategy, allowed_fails "
-                                                      "and cooldown (defaults: least-busy, 1, 30 s)")
+                                                      "and cooldown (defaults: least-busy, 1, 10 s)")
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

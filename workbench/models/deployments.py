@@ -9,7 +9,7 @@ the nodes of a GPU allocation). A catalogue entry may list them::
       deployments:
         - {name: node1, api_base: http://node1:8000/v1, rpm: 600}
         - {name: node2, api_base_env: NODE2_API_BASE, rpm: 600}
-      routing: {strategy: least-busy, allowed_fails: 1, cooldown_s: 30}
+      routing: {strategy: least-busy, allowed_fails: 1, cooldown_s: 10}
 
 Calls then go through litellm's Router (:mod:`workbench.models.litellm_client.pool`):
 it picks a deployment per attempt (``least-busy``: fewest calls in flight;
@@ -88,7 +88,7 @@ class Routing(BaseModel):
         "least-busy", description="the Router's routing_strategy")
     allowed_fails: int = Field(1, ge=0, le=1000, description="failures a server may have within cooldown_s before "
                                                              "it is cooled down (the Router's allowed_fails)")
-    cooldown_s: float = Field(30.0, gt=0, le=3600, description="how long a failing server is left out "
+    cooldown_s: float = Field(10.0, gt=0, le=3600, description="how long a failing server is left out "
                                                                "(the Router's cooldown_time)")
 
 

@@ -15,7 +15,7 @@ for the catalogue side):
 * **Which deployment took an attempt** is read from the request litellm is about to send
   (the pre-call hook of :mod:`.sent` sees the deployment's ``model_info.id``), so a failed
   attempt names its deployment too; an answered one is checked against the reply's
-  ``_hidden_params["model_id"]``. Deployment ids are ``wbpool:<entry>:<name>``; a record
+  ``_hidden_params["model_id"]``. Deployment ids are ``wbpool-<entry hash>-<name>``; a record
   carries the name only, never a key (keys live in the Router's deployment list, in memory).
 
 One Router per pool entry and event loop (its HTTP clients belong to the loop), shared by
@@ -28,6 +28,7 @@ model) would change with whether a pool was built first in the process.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import threading
 import weakref
@@ -38,7 +39,7 @@ from workbench.models.deployments import Deployment, Routing
 from workbench.models.litellm_client.keys import find_key, read_dotenv
 from workbench.models.litellm_client.loader import get_litellm
 
-ID_PREFIX = "wbpool:"
+ID_PREFIX = "wbpool-"  # no colon: litellm's usage counters are keyed "<id>:<model>:rpm:<minute>"
 
 
 def deployment_base(dep: Deployment) -> str | None:
@@ -72,7 +73,9 @@ class Pool:
         self.group = entry.name or entry.route
         self.routing: Routing = entry.routing or Routing()
         self.deployments: list[Deployment] = list(entry.deployments)
-        self._names = {f"{ID_PREFIX}{self.group}:{d.name}": d.name for d in self.deployments}
+        tag = hashlib.sha256(self.group.encode()).hexdigest()[:10]  # the entry, in letters litellm's keys allow
+        self._ids = {d.name: f"{ID_PREFIX}{tag}-{d.name}" for d in self.deployments}
+        self._names = {i: name for name, i in self._ids.items()}
         self._routers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._seen_cooldowns: set[tuple[str, float]] = set()
@@ -112,7 +115,7 @@ class Pool:
             if d.tpm:
                 params["tpm"] = d.tpm
             out.append({"model_name": self.group, "litellm_params": params,
-                        "model_info": {"id": f"{ID_PREFIX}{self.group}:{d.name}"}})
+                        "model_info": {"id": self._ids[d.name]}})
         return out
 
     def router(self) -> Any:

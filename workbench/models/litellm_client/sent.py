@@ -55,7 +55,7 @@ def record_deployment(kwargs: Any) -> None:
         return
     info = (kwargs.get("litellm_params") or {}).get("model_info") or {}
     dep = info.get("id") if isinstance(info, dict) else None
-    if isinstance(dep, str) and dep.startswith("wbpool:"):
+    if isinstance(dep, str) and dep.startswith("wbpool-"):
         sink["_deployment"] = dep
 
 
