@@ -178,3 +178,8 @@ def test_replay_reproduces_an_adversarial_world(tmp_path: Path) -> None:
     assert sum(bool(w.get("adversary")) for w in records.worlds) == 1
     for w in records.worlds:
         assert verify_world(records, w["world_id"]) == [], w["world_id"]
+    # `workbench metrics` writes the poisoning table beside the others (one row per cell)
+    from workbench.kinds import get_kind
+
+    tables = get_kind("recall").metric_tables(records)
+    assert list(tables["poisoning"]["poisoner"]) == ["lowest, correction by top, 1 probe", "none"]

@@ -84,8 +84,12 @@ class RecallKind(WorldKind):
 
     def metric_tables(self, records: Any, **_rules: Any) -> dict[str, Any]:
         from workbench.worlds.recall.metrics import metric_tables
+        from workbench.worlds.recall.poisoning import poisoning_table
 
-        return metric_tables(records.worlds)
+        tables = metric_tables(records.worlds)
+        if any(w.get("adversary") for w in records.worlds):  # a poisoner or a spoof in some cell
+            tables["poisoning"] = poisoning_table(records.worlds)
+        return tables
 
     def describe_world(self, records: Any, world_id: str, out: TextIO, full: bool = False) -> None:
         from workbench.worlds.recall.metrics import describe_world

@@ -11,8 +11,9 @@ default (so every existing cell plays exactly as before):
     or ``all``: every recalled fact), written to shared memory at ``authority`` (the
     role's own when null). The poison turn is inserted into the script after
     original turn ``at_turn`` (``before-recall``: just before the fact's first recall).
-    Its text is the latest true statement of the fact with the accepted value
-    replaced by a false one, so it is as on-topic as the truth. The false value is
+    Its text is the latest true statement of the fact before its recall with the
+    accepted value replaced by a false one, so it is as on-topic as the truth (a
+    poison placed early, ``at_turn``, may borrow a later statement's wording). The false value is
     deterministic: a date moved by days (9, then -9, 5, ...), a time by hours, a
     number scaled (x1.5, x0.5, ...), the first candidate that states no value any
     statement of the fact in the script states and no accepted answer.

@@ -114,7 +114,7 @@ def _arms(cell: dict[str, Any]) -> tuple[str, str]:
     p, s = cell.get("poison"), cell.get("spoof")
     poison = "none" if not p else (f"{p.get('role')}" + (f" @{p['authority']}" if p.get("authority") is not None else "")
                                    + (f", correction by {p['correction'].get('role')}" if p.get("correction") else "")
-                                   + (f", {p['probes']} probes" if p.get("probes") else ""))
+                                   + (f", {p['probes']} probe{'s' if p['probes'] != 1 else ''}" if p.get("probes") else ""))
     spoof = "none" if not s else f"{s.get('writer')} claims {s.get('claims')}"
     return poison, spoof
 
