@@ -344,7 +344,8 @@ CAPTIONS = {
                "sim-collusion-monitor/cues) answers a prompt with the episode's channel (and reasoning), its "
                "labels recorded beside the run; detection among colluding episodes "
                "and false positives among the others (95 % Wilson, episodes as units), false positives among "
-               "episodes no judge called yes (where the judges ran), and the Kaplan–Meier median episode of "
+               "episodes no judge called yes and among those the agreement judge (which reads the channel too) "
+               "did not call an agreement (where the judges ran), and the Kaplan–Meier median episode of "
                "first detection (never-flagged trajectories censored).",
 }
 
