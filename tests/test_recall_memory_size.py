@@ -61,6 +61,16 @@ def test_distractors_are_deterministic_and_hit_the_requested_count_and_shares() 
     assert {d.turn for d in start if d.kind != "paraphrase"} == {0}
 
 
+def test_every_shipped_script_takes_distractors_none_stating_an_accepted_answer() -> None:
+    """A value like "2000 mg per day" is a dose, not a year: every script's near-duplicates get
+    a value of their own (the generator once kept "2000" as a year and found none)."""
+    for script in SCRIPTS:
+        entries = build_distractors(script, DistractorSpec(count=600, near_duplicates=0.5, paraphrases=0.2, seed=5))
+        accepted = [list(r.ground_truth) for r in script.recalls()]
+        assert len(entries) == 600, script.script_id
+        assert not any(answer_matches(d.value, acc) for d in entries if d.kind != "paraphrase" for acc in accepted)
+
+
 def test_paraphrases_never_post_date_the_next_statement_about_their_fact() -> None:
     writes = [(0, f.id) for f in LEGAL.initial_facts] + [(t.turn, t.fact_id) for t in LEGAL.turns
                                                          if t.write_to_memory and t.fact_id]

@@ -150,7 +150,7 @@ def _perturb(value: str, rng: Random) -> str:
         def number(m: re.Match[str]) -> str:
             digits = m.group(0)
             before, after = value[:m.start()].rstrip(), value[m.end():].lstrip()
-            if len(digits) == 4 and digits.startswith("20"):  # a year stays
+            if len(digits) == 4 and digits.startswith("20") and any(mo in value for mo in _MONTHS):  # a year stays
                 return digits
             if before.endswith(tuple(_MONTHS)) or after.startswith(tuple(_MONTHS)):  # a day of the month
                 return str(rng.randint(1, 28))
