@@ -122,13 +122,13 @@ def test_no_distractors_keeps_a_shipped_scripts_memory_and_the_cell_id(tmp_path:
 
 
 # -- the approximate index against the exact scan --------------------------------------------
-def _memory(hnsw: dict[str, Any] | None, tmp_path: Path) -> ChromaVectorMemory:
-    """A 2,000-entry memory: legal_01's statements and its distractors, on the lexical embedder."""
+def _memory(hnsw: dict[str, Any] | None, tmp_path: Path, size: int = 2000) -> ChromaVectorMemory:
+    """A ``size``-entry memory: legal_01's statements and its distractors, on the lexical embedder."""
     mem = ChromaVectorMemory(get_embedder("lexical"), Weights(alpha=1.0, beta=0.4, gamma=0.3),
                              path=tmp_path / "db", hnsw=hnsw)
     items = _script_items(LEGAL) + [d.item() for d in build_distractors(LEGAL, SPEC)]
-    mem.add_many(sorted(items, key=lambda i: i["turn"])[:2000])
-    assert len(mem) == 2000
+    mem.add_many(sorted(items, key=lambda i: i["turn"])[:size])
+    assert len(mem) == size
     return mem
 
 
@@ -156,10 +156,11 @@ def test_a_2000_entry_memory_at_chromas_default_hnsw_nearly_always_gets_the_exac
 
 
 def test_recall_at_k_counts_what_a_narrow_index_misses(tmp_path: Path) -> None:
-    """A narrow index (2 links, ef 1): the raw neighbours miss most of the exact ones, and
-    recall_at_k's count equals one made by hand against a separate in-memory store."""
+    """A narrow index (2 links, ef 1) on 1,000 entries: the raw neighbours miss many of the
+    exact ones, and recall_at_k's count equals one made by hand against a separate
+    in-memory store."""
     narrow = {"max_neighbors": 2, "ef_construction": 4, "ef_search": 1}
-    mem = _memory(narrow, tmp_path)
+    mem = _memory(narrow, tmp_path, size=1000)
     assert mem._collection.configuration_json["hnsw"]["ef_search"] == 1
     exact = VectorMemory(mem.embedder, mem.weights)
     exact.add_many([{"text": e.text, "author_role": e.author_role, "authority": e.authority, "turn": e.turn,
@@ -181,7 +182,7 @@ def test_recall_at_k_counts_what_a_narrow_index_misses(tmp_path: Path) -> None:
 def test_a_chroma_world_records_recall_at_k_and_the_table_shows_it(tmp_path: Path) -> None:
     from workbench.worlds.recall.metrics import metric_tables
 
-    dis = {"count": 400, "near_duplicates": 0.3, "paraphrases": 0.2, "seed": 4}
+    dis = {"count": 250, "near_duplicates": 0.3, "paraphrases": 0.2, "seed": 4}
     cells = [{"condition": "lightweight", "script_ids": ["legal_01"], "distractors": dis},
              {"condition": "lightweight", "script_ids": ["legal_01"], "distractors": dis, "vector_backend": "chroma",
               "hnsw": {"max_neighbors": 2, "ef_construction": 4, "ef_search": 1}}]
@@ -201,7 +202,7 @@ def test_a_chroma_world_records_recall_at_k_and_the_table_shows_it(tmp_path: Pat
     assert ir["found"] == sum(len(set(h["entry_id"] for h in a["hits"]) & set(h["entry_id"] for h in b["hits"]))
                               for a, b in zip(exact["retrievals"], narrow["retrievals"]))
     table = metric_tables([exact, narrow])["memory_size"]
-    assert list(table["backend"]) == ["memory", "chroma"] and list(table["distractors"]) == [400, 400]
+    assert list(table["backend"]) == ["memory", "chroma"] and list(table["distractors"]) == [250, 250]
     assert table["recall@k k/n"].iloc[1] == f"{ir['found']}/{ir['expected']}" and table["recall@k k/n"].iloc[0] == ""
     assert "ef_search=1" in table["hnsw"].iloc[1]
-    assert table["memory size at recall"].iloc[0] > 300
+    assert table["memory size at recall"].iloc[0] > 150
