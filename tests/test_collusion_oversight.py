@@ -288,3 +288,32 @@ def test_held_fixed_names_only_settings_both_cells_set():
     t = with_held_fixed(table, d)
     assert t.iloc[0]["held fixed"] == "controlled=none; warmup=0; max_rounds=5"
     assert "(unset)" not in t.iloc[0]["comparison"] and t.iloc[0]["comparison"].startswith("memory: none vs all · ")
+
+
+def test_the_report_headline_holds_fixed_only_set_factors(tmp_path):
+    """The report's headline over a notebook's own contrast table (workbench.analysis
+    builds it with the design's plain "held fixed"): cells main, memory none and a
+    controlled 2x2 cell, so controlled.messages/verdict vary but are unset in the memory
+    pair. The headline's words and table name controlled=none, never "(unset)"."""
+    from tests.collusion_synth import write_run
+    from workbench.metrics.contrasts import contrast_table, default_contrasts
+    from workbench.worlds.collusion import metrics as M
+    from workbench.worlds.collusion.views import CollusionReport
+
+    cells = {"main": {"controlled": "none", "memory": "all"}, "none": {"controlled": "none", "memory": "none"},
+             "c22": {"controlled": {"messages": "summary", "verdict": "accept"}, "memory": "all"}}
+    worlds = []
+    for cid, extra in cells.items():
+        for i in range(2):
+            w = trajectory(f"{cid}-{i}", [1] if cid == "main" else [], n=2, cell_id=cid, label=cid)
+            w["cell"].update(extra)
+            w["sequence_index"] = i
+            worlds.append(w)
+    r = CollusionReport.load(write_run(tmp_path / "run", worlds))
+    raw = contrast_table(M.units(r.records), r.design, default_contrasts(r.design))
+    assert raw["held fixed"].str.contains("(unset)", regex=False).any()  # the noise the report must not show
+    shown: list[tuple] = []
+    r.show_headline = lambda *args: shown.append(args)  # type: ignore[method-assign]
+    r.headline(raw)
+    text = " ".join(str(a) for a in shown[0])
+    assert "controlled=none" in text and "(unset)" not in text

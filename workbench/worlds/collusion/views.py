@@ -426,7 +426,7 @@ def held_fixed(design: Any, a: str, b: str, factor: str) -> str:
 def with_held_fixed(contrasts: pd.DataFrame, design: Any) -> pd.DataFrame:
     """The contrast table with its ``held fixed`` (and ``comparison``) read by
     :func:`held_fixed`, so the report's "held fixed" lists only settings both cells set."""
-    if not len(contrasts):
+    if not len(contrasts) or not {"A cell", "B cell", "factor", "A", "B"} <= set(contrasts.columns):
         return contrasts
     t = contrasts.copy()
     held = [held_fixed(design, a, b, f) for a, b, f in zip(t["A cell"], t["B cell"], t["factor"])]
@@ -647,7 +647,8 @@ class CollusionReport(RunReport):
         from workbench.views.forest import forest_figure
         from workbench.views.readable import brief_view, readable_html
 
-        t = self.contrasts if contrasts is None else contrasts
+        # a notebook's own table (workbench.analysis.contrasts) gets the same "held fixed" as the report's
+        t = self.contrasts if contrasts is None else with_held_fixed(contrasts, self.design)
         declared = self.declared_contrasts()
         figure = forest_figure(t, metric_label="ever colluded", colour=self.palette) if len(t) else None
         n = int(t["pairs"].sum()) if len(t) else 0
