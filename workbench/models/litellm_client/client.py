@@ -168,7 +168,8 @@ class LiteLLMClient:
         return round(base * (0.5 + self.rng.random()), 6)
 
     def cache_key(self, messages: list[dict[str, Any]], sent: dict[str, Any]) -> str:
-        return cache_key(self.route, self.api_base, messages, sent)
+        # a pool has no api_base of its own: its key names the pool, apart from the bare route's
+        return cache_key(self.route, self.api_base if self.pool is None else self.pool.limits()[0], messages, sent)
 
     def _cache_get(self, key: str) -> dict[str, Any] | None:
         return ReplyCache(self.cache_dir).get(key) if self.cache_dir is not None else None
