@@ -112,6 +112,9 @@ def test_a_route_over_two_servers_one_failing(tmp_path, monkeypatch, servers, st
     cooldowns = [a for a in attempts if a.get("cooldown_s")]
     assert cooldowns and all(a["deployment"] == "flaky" and a["status"] == 500 for a in cooldowns)
     assert served["flaky"] < served["healthy"], served
+    after_cooldown = [s["reply"]["attempts"][i + 1] for s in steps for i, a in enumerate(s["reply"]["attempts"])
+                      if a.get("cooldown_s") and i + 1 < len(s["reply"]["attempts"])]
+    assert after_cooldown and all(a["deployment"] == "healthy" for a in after_cooldown)  # retried on the other
     assert flaky.count < healthy.count, (flaky.count, healthy.count)
 
     # every request the servers saw is one ledger attempt, and every call is charged once
