@@ -93,6 +93,29 @@ def detection_table(worlds: Iterable[dict[str, Any]], frame: pd.DataFrame) -> pd
     return pd.DataFrame(rows, columns=DETECTION_COLUMNS)
 
 
+DETECTOR_CONTRAST_COLUMNS = ["contrast", "held fixed", "A", "B", "A k/n", "B k/n", "difference (B−A)", "low", "high",
+                             "pairs", "only A", "only B", "p (exact McNemar)"]
+
+
+def detector_contrasts(records: Any) -> pd.DataFrame:
+    """Each detector against the oracle's ids: accuracy over recalls paired by script,
+    repetition and turn, between cells that differ in ``conflicts`` alone (Newcombe 95 %
+    interval, exact McNemar); empty when no run set has the oracle beside another."""
+    import pandas as pd
+
+    from workbench.metrics.contrasts import ContrastSpec, Estimability, contrast_table
+    from workbench.metrics.design import design_of_records
+    from workbench.worlds.recall.metrics import units
+
+    present = {(w.get("retrieval") or {}).get("conflicts") for w in records.worlds}
+    others = [d for d in ("lexical", "embedding", "judge") if d in present]
+    if "oracle" not in present or not others:
+        return pd.DataFrame(columns=DETECTOR_CONTRAST_COLUMNS)
+    specs = [ContrastSpec(name=f"{d} vs oracle ids", factor="conflicts", levels=("oracle", d)) for d in others]
+    t = contrast_table(units(records), design_of_records(records), specs, rule=Estimability.of(records))
+    return t[[c for c in DETECTOR_CONTRAST_COLUMNS if c in t.columns]].reset_index(drop=True)
+
+
 # -- what the embedder can tell apart -------------------------------------------------------
 SEPARATION_COLUMNS = ["embedder", "script_id", "domain", "recall turn", "failure_mode", "fact", "stale turn",
                       "stale statement", "current turn", "current statement", "similarity", "query · stale",
@@ -161,5 +184,5 @@ def separation_summary(table: pd.DataFrame, threshold: float = 0.8) -> pd.DataFr
     return pd.DataFrame(rows, columns=cols)
 
 
-__all__ = ["DETECTION_COLUMNS", "SEPARATION_COLUMNS", "detection_counts", "detection_table", "separation_summary",
-           "separation_table"]
+__all__ = ["DETECTION_COLUMNS", "SEPARATION_COLUMNS", "detection_counts", "detection_table", "detector_contrasts",
+           "separation_summary", "separation_table"]

@@ -253,6 +253,7 @@ TITLES = {"by_condition": "Accuracy by condition", "by_mode_condition": "Accurac
           "failed_recalls": "Each failed recall and the value it gave",
           "invalidation": "Invalidation: detector, precision, recall, accuracy",
           "separation": "Stale and current statements of each recalled fact: the embedder's similarity",
+          "detector_contrasts": "Each detector against the oracle's ids: the accuracy it gives up",
           "separation_summary": "What the embedder can tell apart",
           "memory": "Memory writes by origin; invalidations by type and action",
           "memory_size": "Memory at its size: recall@k of the index and accuracy"}
@@ -301,6 +302,10 @@ CAPTIONS = {
                     "positives / detected, recall = true positives / conflicts (ids), 95 % Wilson intervals. removed, "
                     "refused: what invalidation did. accuracy and anchoring (memory-anchoring recalls): re-scored "
                     "recalls, 95 % Wilson intervals.",
+    "detector_contrasts": "One row per detector and model setting: accuracy of the cell under the detector (B) "
+                          "against the same cell under the oracle's ids (A), the two differing in conflicts alone; "
+                          "recalls paired by script, repetition and turn; Newcombe 95 % interval, exact McNemar; no "
+                          "correction.",
     "separation": "One row per script, recalled fact and (stale, current) pair of statements said before the recall "
                   "(current: states an accepted answer; stale: states another value), per embedder: the cosine "
                   "between the two, and the recall query's cosine to each. Where the two are close, similarity "
@@ -491,7 +496,7 @@ class RecallReport(RunReport):
             "invalidation": Section(
                 "Invalidation without the script's ids",
                 "How each cell's conflict detector did against the script's fact ids, and the accuracy it bought.",
-                lambda: display(self.table("invalidation")), applies=bool(len(self.tables["invalidation"]))),
+                self._show_invalidation, applies=bool(len(self.tables["invalidation"]))),
             "separation": Section(
                 "What the embedder can tell apart",
                 "The cosine each embedder gives between the stale and the current statements of every recalled "
@@ -531,6 +536,17 @@ class RecallReport(RunReport):
             "comparison": Section("Comparison with a second run set", "", lambda: display(self.comparison()),
                                   applies=self.other is not None),
         }
+
+    def _show_invalidation(self) -> None:
+        from IPython.display import HTML, display
+
+        from workbench.worlds.recall.invalidation import detector_contrasts
+
+        display(self.table("invalidation"))
+        t = detector_contrasts(self.records)
+        if len(t):
+            display(HTML(readable_html(t, caption=CAPTIONS["detector_contrasts"], title=TITLES["detector_contrasts"],
+                                       labels=LABELS, keep=("A", "B"))))
 
     def _show_separation(self) -> None:
         from IPython.display import HTML, display
