@@ -58,13 +58,13 @@ def detection_table(worlds: Iterable[dict[str, Any]], frame: pd.DataFrame) -> pd
     recall frame of the same worlds, re-scored)."""
     import pandas as pd
 
-    from workbench.worlds.recall.metrics import model_of
-
+    models = dict(zip(frame["cell_id"], frame["model"])) if len(frame) else {}
     acc: dict[str, dict[str, Any]] = {}
     for w in worlds:
         if w.get("world_kind") != "recall" or not (w.get("retrieval") or {}).get("invalidation") or not w.get("valid"):
             continue
-        a = acc.setdefault(w["cell_id"], {"worlds": 0, "recorded": "detections" in w, "model": model_of(w),
+        a = acc.setdefault(w["cell_id"], {"worlds": 0, "recorded": "detections" in w,
+                                          "model": models.get(w["cell_id"], (w.get("cell") or {}).get("model")),
                                           "detector": (w.get("retrieval") or {}).get("conflicts", "oracle"),
                                           "embedder": (w.get("retrieval") or {}).get("embedder"),
                                           "condition": (w.get("cell") or {}).get("condition"),
@@ -97,22 +97,22 @@ DETECTOR_CONTRAST_COLUMNS = ["contrast", "held fixed", "A", "B", "A k/n", "B k/n
                              "pairs", "only A", "only B", "p (exact McNemar)"]
 
 
-def detector_contrasts(records: Any) -> pd.DataFrame:
+def detector_contrasts(records: Any, units: Any) -> pd.DataFrame:
     """Each detector against the oracle's ids: accuracy over recalls paired by script,
-    repetition and turn, between cells that differ in ``conflicts`` alone (Newcombe 95 %
-    interval, exact McNemar); empty when no run set has the oracle beside another."""
+    repetition and turn (``units``: the kind's, :func:`workbench.worlds.recall.metrics.units`),
+    between cells that differ in ``conflicts`` alone (Newcombe 95 % interval, exact
+    McNemar); empty when no run set has the oracle beside another."""
     import pandas as pd
 
     from workbench.metrics.contrasts import ContrastSpec, Estimability, contrast_table
     from workbench.metrics.design import design_of_records
-    from workbench.worlds.recall.metrics import units
 
     present = {(w.get("retrieval") or {}).get("conflicts") for w in records.worlds}
     others = [d for d in ("lexical", "embedding", "judge") if d in present]
     if "oracle" not in present or not others:
         return pd.DataFrame(columns=DETECTOR_CONTRAST_COLUMNS)
     specs = [ContrastSpec(name=f"{d} vs oracle ids", factor="conflicts", levels=("oracle", d)) for d in others]
-    t = contrast_table(units(records), design_of_records(records), specs, rule=Estimability.of(records))
+    t = contrast_table(units, design_of_records(records), specs, rule=Estimability.of(records))
     return t[[c for c in DETECTOR_CONTRAST_COLUMNS if c in t.columns]].reset_index(drop=True)
 
 

@@ -541,9 +541,10 @@ class RecallReport(RunReport):
         from IPython.display import HTML, display
 
         from workbench.worlds.recall.invalidation import detector_contrasts
+        from workbench.worlds.recall.metrics import units
 
         display(self.table("invalidation"))
-        t = detector_contrasts(self.records)
+        t = detector_contrasts(self.records, units(self.records))
         if len(t):
             display(HTML(readable_html(t, caption=CAPTIONS["detector_contrasts"], title=TITLES["detector_contrasts"],
                                        labels=LABELS, keep=("A", "B"))))
