@@ -185,3 +185,17 @@ def test_separation_table_holds_the_embedders_cosine(tmp_path: Path) -> None:
     assert separation_rows(script, e)[0]["similarity"] == t["similarity"].iloc[0]
     s = separation_summary(t)
     assert s["pairs"].iloc[0] == 1 and s["median similarity"].iloc[0] == t["similarity"].iloc[0]
+
+
+def test_memo_embedder_gives_the_inner_embedders_vectors() -> None:
+    import numpy as np
+
+    from workbench.embeddings import get_embedder
+    from workbench.worlds.recall.separation import MemoEmbedder
+
+    inner = get_embedder("lexical")
+    memo = MemoEmbedder(inner, limit=2)
+    texts = [F1, T1, F1, F3]
+    want = inner.embed(texts)
+    assert np.array_equal(memo.embed(texts), want)  # more distinct texts than the limit: still right
+    assert np.array_equal(memo.embed([T1]), inner.embed([T1])) and memo.embed([]).shape[0] == 0

@@ -683,7 +683,9 @@ def describe_world(world: dict[str, Any], steps: list[dict[str, Any]], out: Text
               f"condition {world['cell']['condition']}  valid {world['valid']}  failed {bool(world['failed'])}\n")
     if r["memory"]:
         out.write(f"memory: alpha {r['alpha']} beta {r['beta']} gamma {r['gamma']} k {r['k']} "
-                  f"invalidation {r['invalidation']} embedder {r['embedder']} authors shown {r['authors_shown']} "
+                  f"invalidation {r['invalidation']}"
+                  + (f" (conflicts: {r.get('conflicts') or 'oracle'})" if r["invalidation"] else "")
+                  + f" embedder {r['embedder']} authors shown {r['authors_shown']} "
                   f"namespaced {r['namespaced']}\n")
     else:
         out.write(f"memory: none ({world['cell']['condition']})\n")  # isolated or baseline, as the cell says

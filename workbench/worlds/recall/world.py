@@ -78,7 +78,20 @@ steps: with the conversation in context, ``request.conversation_turns`` (the
     turns the call's context message held; the message itself is rebuilt from
     the script and the recorded replies, its hash is ``messages_sha256``).
 ``retrieval`` (world-level settings): adds ``memory_writes``, ``retrieve``,
-    ``conversation``, ``context_turns``, ``invalidate_stale``, ``values``.
+    ``conversation``, ``context_turns``, ``invalidate_stale``, ``values`` and,
+    with invalidation, ``conflicts`` (the detector).
+``detections`` (cells with invalidation only): each (newcomer, live entry) pair
+    the cell's detector (:mod:`workbench.worlds.recall.conflicts`) said conflicts
+    or the script says does: ``turn``, ``detector``, ``new`` and ``old`` (entry
+    ids), ``answer`` (the detector's; null for a judge reply that is neither YES
+    nor NO), ``truth`` (same fact id, recorded values that conflict), ``score``
+    (cosine or topic overlap), ``step`` (the judge's), the values the detector
+    saw, both fact ids, ``removed`` and ``refused_by_old``; each write's
+    ``pairs_examined`` in the memory log counts every pair it met. Under a
+    detector other than ``oracle`` the store is given no fact id.
+``separation`` (memory cells, repetition 0): the cosine the cell's embedder
+    gives between the stale and current statements of each recalled fact
+    (:mod:`workbench.worlds.recall.separation`; texts are the turns').
 ``adversary`` (cells with ``poison`` or ``spoof`` only): the plan of
     :mod:`workbench.worlds.recall.adversary` (each poisoned fact's true and false
     values and the turns of its poison, first recall, correction and probes; the
