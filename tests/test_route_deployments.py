@@ -191,3 +191,41 @@ def test_preflight_asks_each_server_for_its_key(tmp_path, monkeypatch):
     assert len(problems) == 1 and "deployments ['b'] have no key" in problems[0] and "route p " in problems[0]
     monkeypatch.setenv("POOL_B_KEY", "sk-pool-b-000000000000")
     assert route_problems(["p", "q"]) == []
+
+
+def test_every_server_cooling_down_the_retry_waits_for_the_first_back(monkeypatch, servers):
+    """Both servers fail once and are cooled down (allowed_fails 0): the Router refuses the next
+    attempt, which names no deployment, and the call waits for the first server's cooldown to end
+    (recorded as its retry_after_s) instead of spending its last attempt on another refusal."""
+    import asyncio
+
+    from workbench.models.base import ModelRequest
+    from workbench.models.catalogue import ModelEntry
+    from workbench.models.litellm_client import LiteLLMClient, reset_limits
+    from workbench.models.litellm_client.pool import reset_pools
+
+    healthy, flaky = servers
+    healthy.responder = flaky.responder = _answer
+    healthy.push(status(500))
+    flaky.push(status(500))
+    reset_limits()
+    reset_pools()
+    entry = ModelEntry.model_validate({
+        "name": "pool-wait", "route": "openai/pool-model", "auth": "none", "max_attempts": 4, "backoff_base_s": 0.001,
+        "backoff_max_s": 0.002, "rpm": None, "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 2.0,
+        "deployments": [{"name": "a", "api_base": healthy.url}, {"name": "b", "api_base": flaky.url}],
+        "routing": {"strategy": "simple-shuffle", "allowed_fails": 0, "cooldown_s": 0.6}})
+
+    async def one() -> Any:
+        return await LiteLLMClient(entry, seed=0).complete(ModelRequest(messages=[{"role": "user", "content": "hi"}]))
+
+    try:
+        reply = asyncio.run(one())
+    finally:
+        reset_pools()
+    attempts = reply.attempts
+    assert reply.error is None, (reply.error, attempts)
+    assert sorted(a["deployment"] for a in attempts[:2]) == ["a", "b"] and all(a["cooldown_s"] for a in attempts[:2])
+    refused = attempts[2]
+    assert refused["deployment"] is None and 0.3 < refused["retry_after_s"] <= 0.7
+    assert attempts[3]["status"] == 200 and reply.cost_usd == pytest.approx(PRICE)

@@ -38,7 +38,8 @@ _RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
         ("permission", INFRASTRUCTURE, r"^PermissionDeniedError\b|" + _CODE + "403"),
         ("context length", MODEL, r"^ContextWindowExceededError\b|context (length|window)|maximum context"),
         ("content policy", MODEL, r"^ContentPolicyViolationError\b|content (policy|management|filter)"),
-        ("rate limit", INFRASTRUCTURE, r"^RateLimitError\b|" + _CODE + "429|quota|rate limit"),
+        ("rate limit", INFRASTRUCTURE, r"^(Router)?RateLimitError\b|" + _CODE + "429|quota|rate limit"),  # Router: every
+        # server of a pool cooling down (workbench.models.litellm_client.pool)
         ("timeout", INFRASTRUCTURE, r"^(Timeout|APITimeoutError|TimeoutError)\b|timed out"),
         ("network", INFRASTRUCTURE, r"^(APIConnectionError|ConnectionError|ConnectionResetError|ClientConnectorError|"
                                     r"ServerDisconnectedError|RemoteProtocolError)\b|connection (reset|refused|error)"),

@@ -510,6 +510,8 @@ class LiteLLMClient:
                 if not retryable or n >= self.max_attempts:
                     break
                 retry_after = parse_retry_after(_headers_of(exc))  # sent with 429 and 503, honoured whenever sent
+                if retry_after is None and self.pool is not None and att.get("deployment") is None:
+                    retry_after = self.pool.next_free_s()  # every server cooling down: wait for the first back
                 if retry_after is not None:
                     if retry_after > self.entry.max_retry_after_s:
                         att["retry_after_s"] = retry_after

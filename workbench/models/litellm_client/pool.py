@@ -31,6 +31,7 @@ import asyncio
 import hashlib
 import os
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -172,6 +173,23 @@ class Pool:
                 self.cooldowns[name] += 1
             return float(_field(value, "cooldown_time") or self.routing.cooldown_s)
         return None
+
+
+    def next_free_s(self) -> float | None:
+        """Seconds until the first cooling deployment is back (None: none is cooling down). The
+        Router refuses an attempt while every deployment cools down; the retry waits this long
+        rather than spending its attempts on refusals."""
+        router = self._routers.get(asyncio.get_running_loop())
+        if router is None:
+            return None
+        try:
+            active = router.health().cooldowns.get_active_cooldowns(list(self._names), None)
+        except Exception:  # noqa: BLE001 - a Router that cannot say: the usual backoff
+            return None
+        now = time.time()
+        ends = [float(_field(v, "timestamp") or now) + float(_field(v, "cooldown_time") or self.routing.cooldown_s)
+                for _, v in active]
+        return round(max(0.0, min(ends) - now) + 0.01, 6) if ends else None
 
 
 def _field(value: Any, name: str) -> Any:
