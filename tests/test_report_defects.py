@@ -102,6 +102,16 @@ def test_a_turned_table_of_text_keeps_its_values_in_its_body():
     assert t["head"][0] == ["cell", "main", "no-reward", "memory none"] and len(t["body"]) == 14
 
 
+def test_a_column_no_row_sets_is_dropped_without_a_caption_phrase():
+    """A constant column is lifted into the caption ('Same in every row: …'); one that is
+    (unset) in every row says nothing and is dropped without a phrase."""
+    table = pd.DataFrame({"cell": ["main", "memory none"], "alice.model": ["(unset)"] * 2,
+                          "model": ["sim-collusion/pragmatic"] * 2, "k/n": ["3/10", "1/10"]})
+    html = readable_html(table, caption="Ever colluded.")
+    assert "model = sim-collusion/pragmatic" in html
+    assert "alice.model" not in html and "(unset)" not in html
+
+
 def test_e1_series_each_have_their_own_colour_and_marker(analysis):
     from workbench.worlds.stigmergy.views import e1_interaction_figure
 

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from workbench.metrics.contrasts import DIFF
+from workbench.metrics.design import UNSET
 from workbench.views.markup import Markup, render
 
 MAX_COLUMNS = 12  # wider tables are turned on their side (when that makes them narrower)
@@ -187,7 +188,8 @@ def shown(table: pd.DataFrame, labels: Mapping[str, str] | None = None, keep: Se
                 continue
             vals = frame[c].astype(str).unique()
             if len(vals) == 1 and c not in {"difference B − A"} and not any(ch in vals[0] for ch in "·"):
-                constant.append(f"{c} = {vals[0]}")
+                if vals[0] not in (UNSET, "", "nan", "None"):  # a setting no row sets says nothing
+                    constant.append(f"{c} = {vals[0]}")
                 frame = frame.drop(columns=c)
     return Shown(frame, numeric, rates, metric_of, constant)
 
