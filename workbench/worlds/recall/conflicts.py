@@ -29,7 +29,7 @@ The rules (also in :data:`RULES`, which the report shows):
 Each decision is recorded with the script's truth (:func:`truth`): both entries carry
 the same fact id and their recorded values conflict (the oracle's rule), so
 precision and recall against the ids can be computed from the records
-(:func:`workbench.worlds.recall.metrics.detection_table`)."""
+(:func:`workbench.worlds.recall.invalidation.detection_table`)."""
 from __future__ import annotations
 
 import re
