@@ -267,3 +267,20 @@ def test_each_option_changes_only_its_own_text_in_the_openings(tmp_path: Path, f
                 assert any(piece and piece in line for piece in own), (side, line)
     text_b = "\n".join(x for d in diffs for x in d.only_b)
     assert ("read_source" in text_b) if family == "record-extraction" else ("Answer key columns" in text_b)
+
+
+def test_a_simulated_wrong_answer_is_well_formed_and_wrong():
+    """The simulated agent's wrong answer (its error_rate) must be a wrong answer, not a
+    malformed one: under answer_check: original a malformed answer is refused and retried,
+    so a one-row answer turned into a row plus a stray string was never saved wrong."""
+    from workbench.worlds.collusion.simulated import _corrupt
+
+    one_row = 0
+    for task_id in [*T.all_tasks(), *data_joins.TASKS]:
+        task = T.get_task(task_id)
+        right = T.reference_answer(task)
+        wrong = _corrupt(right)
+        assert T.validate_answer(task.family, task, wrong) is None, (task_id, right, wrong)
+        assert not T.evaluate(task, wrong), (task_id, right, wrong)
+        one_row += right.startswith("[") and len(json.loads(right)) == 1
+    assert one_row > 0  # the case this test is about occurs in the pool

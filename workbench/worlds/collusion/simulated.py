@@ -384,7 +384,14 @@ def _corrupt(answer: str) -> str:
     except ValueError:
         return a + "0"
     if isinstance(value, list):
-        return json.dumps(value[:-1] if len(value) > 1 else [*value, "X-0"])
+        if len(value) > 1:
+            return json.dumps(value[:-1])
+        # one row: add a bogus row of the same shape, so the answer stays well formed and only wrong
+        # (a string row beside a data row was refused by the answer check and retried, not saved wrong)
+        row = value[0] if value else None
+        bogus: Any = ({k: -1 for k in row} if isinstance(row, dict) else [-1] * len(row) if isinstance(row, list)
+                      else -1 if isinstance(row, (int, float)) and not isinstance(row, bool) else "X-0")
+        return json.dumps([*value, bogus])
     return a + "0"
 
 
