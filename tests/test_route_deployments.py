@@ -23,6 +23,7 @@ from workbench.models.ledger import read_ledger
 
 ENTRY = "pool-fake"
 USAGE = (100, 10)  # every reply: 100 prompt and 10 output tokens
+SERVER_KEYS = ("sk-pool-healthy-0123456789abcdef", "sk-pool-flaky-0123456789abcdef")  # fake, one per server
 PRICE = USAGE[0] * 1.0 / 1e6 + USAGE[1] * 2.0 / 1e6  # at 1 and 2 USD per million: one answered call
 
 
@@ -48,10 +49,11 @@ class EveryOther:
 def _catalogue(folder: Path, healthy: str, flaky: str, strategy: str) -> Path:
     path = folder / "models.yaml"
     path.write_text(yaml.safe_dump({"models": {ENTRY: {
-        "route": "openai/pool-model", "auth": "none", "max_attempts": 6, "timeout_s": 5,
+        "route": "openai/pool-model", "max_attempts": 6, "timeout_s": 5,
         "backoff_base_s": 0.01, "backoff_max_s": 0.05, "max_connections": 64, "rpm": None, "max_tokens": 64,
         "input_usd_per_mtok": 1.0, "output_usd_per_mtok": 2.0,
-        "deployments": [{"name": "healthy", "api_base": healthy}, {"name": "flaky", "api_base": flaky}],
+        "deployments": [{"name": "healthy", "api_base": healthy, "api_key_env": "POOL_HEALTHY_KEY"},
+                        {"name": "flaky", "api_base": flaky, "api_key_env": "POOL_FLAKY_KEY"}],
         "routing": {"strategy": strategy, "allowed_fails": 1, "cooldown_s": 1.0}}}}))
     return path
 
@@ -87,6 +89,8 @@ def test_a_route_over_two_servers_one_failing(tmp_path, monkeypatch, servers, st
     healthy, flaky = servers
     monkeypatch.setenv("WORKBENCH_MODELS", str(_catalogue(tmp_path, healthy.url, flaky.url, strategy)))
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("POOL_HEALTHY_KEY", SERVER_KEYS[0])
+    monkeypatch.setenv("POOL_FLAKY_KEY", SERVER_KEYS[1])
     reset_limits()
     reset_pools()
     out = tmp_path / "run"
@@ -134,8 +138,10 @@ def test_a_route_over_two_servers_one_failing(tmp_path, monkeypatch, servers, st
           f"charged {total:.6f} USD = {len(steps)} answered x {PRICE:.6f}")
 
     # no key in any record, and building the Router left litellm's cost map without the pool's model
-    for name in ("steps.jsonl", "calls.jsonl", "worlds.jsonl"):
-        assert FAKE_KEY not in (out / name).read_text()
+    assert healthy.auth_seen == healthy.count and flaky.auth_seen == flaky.count  # each server got its key
+    for name in ("steps.jsonl", "calls.jsonl", "worlds.jsonl", "manifest.json"):
+        text = (out / name).read_text()
+        assert FAKE_KEY not in text and SERVER_KEYS[0] not in text and SERVER_KEYS[1] not in text
     assert "openai/pool-model" not in get_litellm().model_cost and "pool-model" not in get_litellm().model_cost
 
 
