@@ -69,6 +69,11 @@ def test_every_shipped_script_takes_distractors_none_stating_an_accepted_answer(
         accepted = [list(r.ground_truth) for r in script.recalls()]
         assert len(entries) == 600, script.script_id
         assert not any(answer_matches(d.value, acc) for d in entries if d.kind != "paraphrase" for acc in accepted)
+    # a distractor fact is about a topic the script does not talk about, however worded: finance_01
+    # asks for "the fund's single-stock weight limit", the generator's topic says "... for the fund"
+    finance = next(s for s in SCRIPTS if s.script_id == "finance_01")
+    facts = [d for d in build_distractors(finance, DistractorSpec(count=300, seed=5)) if d.kind == "fact"]
+    assert len(facts) == 300 and not [d.text for d in facts if "single-stock" in d.text]
 
 
 def test_paraphrases_never_post_date_the_next_statement_about_their_fact() -> None:

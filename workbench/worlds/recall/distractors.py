@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from workbench.errors import InputError
 from workbench.seeding import rng_for
 from workbench.worlds.recall.domains import DOMAINS, NARRATOR, RECORD, role_authority
-from workbench.worlds.recall.generator import _MONTHS, TOPICS, T, Topic
+from workbench.worlds.recall.generator import _MONTHS, TOPICS, T, Topic, _subject_words
 from workbench.worlds.recall.scripts import Script, answer_matches
 
 KINDS: tuple[str, ...] = ("near_duplicate", "paraphrase", "fact")
@@ -207,11 +207,13 @@ def _paraphrase(said: _Said, rng: Random) -> str:
 
 
 def _topics(script: Script) -> list[Topic]:
-    """The domain's topics the script never mentions (so a distractor fact is never a
-    near-duplicate in disguise)."""
-    said = " ".join([f.text for f in script.initial_facts] + [t.content for t in script.turns]
-                    + [t.recall_query or "" for t in script.turns]).lower()
-    return [tp for tp in TOPICS.get(script.domain, []) if tp.subject.lower() not in said]
+    """The domain's topics the script does not talk about: at most a third of a topic's
+    subject words occur in the script (so a distractor fact is never a near-duplicate in
+    disguise: "the single-stock weight limit for the fund" is the script's "the fund's
+    single-stock weight limit")."""
+    said = set(re.findall(r"[a-z]+", " ".join([f.text for f in script.initial_facts] + [t.content for t in script.turns]
+                                              + [t.recall_query or "" for t in script.turns]).lower()))
+    return [tp for tp in TOPICS.get(script.domain, []) if len(_subject_words(tp) & said) * 3 <= len(_subject_words(tp))]
 
 
 def build_distractors(script: Script, spec: DistractorSpec) -> list[Distractor]:
