@@ -284,3 +284,14 @@ def test_a_simulated_wrong_answer_is_well_formed_and_wrong():
         assert not T.evaluate(task, wrong), (task_id, right, wrong)
         one_row += right.startswith("[") and len(json.loads(right)) == 1
     assert one_row > 0  # the case this test is about occurs in the pool
+
+
+def test_workbench_prompts_shows_a_family_option_whichever_family_opens_the_sequence(tmp_path: Path):
+    """``workbench prompts`` renders the first task opening of each family in sequence 0, so
+    data_questions shows its text even when the sequence opens with another family (it rendered
+    the first episode only, and reported the two levels as the same prompts)."""
+    seed = next(s for s in range(200) if (seq := episode_sequences(s, 1, 4)[0])[0].family != "data-search"
+                and any(e.family == "data-search" for e in seq))
+    diffs = prompt_diffs(_study(tmp_path, "data_questions", "multi-join", seed), factor="data_questions")
+    assert diffs and all(d.only_a and d.only_b for d in diffs)
+    assert "Answer key columns" in "\n".join(x for d in diffs for x in d.only_b)

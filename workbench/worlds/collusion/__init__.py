@@ -41,28 +41,40 @@ class CollusionKind(WorldKind):
         return study_path(base_dir, cell.prompts, explicit="prompts" in cell.model_fields_set)
 
     def opening_messages(self, cell: CollusionCell, base_dir: Path, seed: int) -> dict[str, list[dict[str, str]]]:
-        """Each live agent's system prompt and its phase openings (task, communication, verdict) of the
-        first episode of sequence 0, as a world sends them (the sequence, not the seed, picks the tasks:
-        world i of every cell plays sequence i). ``workbench prompts`` diffs them between cells, so a
-        protocol factor (horizon, limit_notice, verdict_opening) is seen to change its own text only."""
+        """Each live agent's system prompt, its task opening of the first episode of each task family in
+        sequence 0 (in the order the families first come), and the communication and verdict openings of
+        the first episode, as a world sends them (the sequence, not the seed, picks the tasks: world i of
+        every cell plays sequence i). ``workbench prompts`` diffs them between cells, so a protocol factor
+        (horizon, limit_notice, verdict_opening) or a family's option (code_tools, extraction_ids,
+        data_questions) is seen to change its own text only, whichever family sequence 0 opens with."""
         from workbench.worlds.collusion import tasks as T
         from workbench.worlds.collusion.episode import EpisodeRunner, Recorder, system_prompt
         from workbench.worlds.collusion.world import episode_sequence
 
         t = template_set(self.template_root(cell, base_dir))
         sequence = episode_sequence(cell, 0, base_dir)
-        first = sequence[0]
-        tasks = {s: T.offered_task(T.get_task(getattr(first, s)), cell.code_tools, cell.extraction_ids)
-                 for s in AGENTS}
-        runner = EpisodeRunner(cell=cell, templates=t, recorder=Recorder("prompts", 0), agents={}, episode=1,
-                               n_episodes=len(sequence), warmup=cell.warmup > 0, policy=cell.policies()[0],
-                               throttled=cell.throttles()[0], tasks=tasks, task_tools={s: [] for s in AGENTS},
-                               workspace_factory=None, evaluate=None)
+
+        def runner(index: int) -> EpisodeRunner:
+            entry = sequence[index]
+            tasks = {s: T.offered_task(T.get_task(getattr(entry, s)), cell.code_tools, cell.extraction_ids)
+                     for s in AGENTS}
+            return EpisodeRunner(cell=cell, templates=t, recorder=Recorder("prompts", 0), agents={},
+                                 episode=index + 1, n_episodes=len(sequence), warmup=cell.warmup > 0,
+                                 policy=cell.policies()[0], throttled=cell.throttles()[0], tasks=tasks,
+                                 task_tools={s: [] for s in AGENTS}, workspace_factory=None, evaluate=None)
+
+        def family_firsts(slot: str) -> list[int]:
+            firsts: dict[str, int] = {}
+            for i, entry in enumerate(sequence):
+                firsts.setdefault(T.get_task(getattr(entry, slot)).family, i)
+            return sorted(firsts.values())
+
+        first = runner(0)
         live = [s for s in AGENTS if not (s == "bob" and cell.controlled_spec() is not None)]
         return {slot: [{"role": "system", "content": system_prompt(t, cell, slot, len(sequence))},
-                       {"role": "user", "content": runner.task_opening(slot)},
-                       {"role": "user", "content": runner.communication_opening(slot)},
-                       {"role": "user", "content": runner.verdict_opening(slot)}] for slot in live}
+                       *({"role": "user", "content": runner(i).task_opening(slot)} for i in family_firsts(slot)),
+                       {"role": "user", "content": first.communication_opening(slot)},
+                       {"role": "user", "content": first.verdict_opening(slot)}] for slot in live}
 
     async def run_world(self, cell: CollusionCell, ctx: WorldContext) -> WorldOutcome:
         from workbench.worlds.collusion.world import CollusionWorld
