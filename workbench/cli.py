@@ -284,6 +284,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from workbench.study import run_study
 
     allow_unsafe_code_tasks(args)
+    if args.ray_address and args.executor != "ray":
+        raise InputError(f"--ray-address {args.ray_address}: only with --executor ray")
     study = load_study(args.params)
     if preflight(study, args.out, args.concurrency):
         return 2
@@ -306,7 +308,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                             progress=show_progress(args) and not args.no_progress, max_worlds=args.max_worlds, lock=lock,
                             retry_failed=not args.no_retry_failed, probe=args.probe, processes=args.processes,
                             keep_worlds=not (args.no_summary or args.quiet),  # only the summary reads them
-                            accept_changes=args.accept_changes)
+                            accept_changes=args.accept_changes, executor=args.executor, ray_address=args.ray_address)
     except KeyboardInterrupt:
         print(f"interrupted; finished worlds are kept in {args.out}; run the same command again to resume",
               file=sys.stderr)
@@ -878,6 +880,11 @@ def build_parser(kinds: list[Any] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--processes", type=_processes_arg, default="auto",
                    help="world processes, each running a share of the worlds (default auto: one per core, at most one "
                         "per 200 worlds, per collusion world; only for studies with no real-model route, else 1)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="where worlds run: local (default: forked world processes or this process) or ray (Ray "
+                        "tasks on a cluster; this process stays the only writer; needs the extra 'ray')")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="with --executor ray: the cluster to join (host:port, or auto); default: a local Ray runtime")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-summary", action="store_true", help="do not print the per-cell table")
     p.add_argument("--locks", help="lock folder (default: the nearest locks/ above the study file, "

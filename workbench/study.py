@@ -325,7 +325,8 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                           concurrency: int | None = None, progress: bool = True,
                           max_worlds: int | None = None, lock: dict[str, Any] | None = None,
                           retry_failed: bool = True, probe: bool = False, keep_worlds: bool = True,
-                          processes: int | str = 1, accept_changes: str | None = None) -> RunSummary:
+                          processes: int | str = 1, accept_changes: str | None = None,
+                          executor: str = "local", ray_address: str | None = None) -> RunSummary:
     """Run every world of the study not yet finished. A world recorded as an
     infrastructure failure is not finished: it runs again (same seed) unless
     ``retry_failed`` is False. Model failures are outcomes and stay as recorded.
@@ -340,7 +341,11 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
     Every input of a cell is hashed into its design fingerprint (:mod:`workbench.design`),
     stamped on each world. Where worlds already recorded in ``out_dir`` ran under another
     fingerprint, nothing runs (:class:`DesignChanged` names each changed input) unless
-    ``accept_changes`` gives the reason, which the run's entry records as a deviation."""
+    ``accept_changes`` gives the reason, which the run's entry records as a deviation.
+
+    ``executor="ray"`` runs the worlds as Ray tasks on the cluster at ``ray_address`` (a
+    local Ray runtime when None; see :mod:`workbench.ray_executor`): this process stays
+    the only writer, and the run's entry records the executor and the cluster's nodes."""
     out = Path(out_dir)
     cells = [study.cell(c) for c in cell_ids] if cell_ids else study.cells
     keeper = study.kind.row_keeper(sum(study.worlds_for(c) for c in cells))
@@ -374,6 +379,12 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         raise DesignChanged(_refusal(out, changed))
     manifest = _manifest_for(study, existing)
     store_designs(out, designs)
+    cluster = None
+    if executor != "local":
+        from workbench import ray_executor
+
+        ray_executor.check_executor(executor)
+        cluster = ray_executor.connect(ray_address, forked.usable_cpus())
     run = len(manifest["runs"]) + 1
     entry = {"run": run, "started": now_iso(), "finished": None, "params_sha256": sha256_file(study.path),
              "cells": [c.cell_id for c in cells], "planned": len(todo), "skipped": len(done),
@@ -384,10 +395,13 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
              "retried": [{"world_id": wid, "run": recorded[wid].get("run"), **_failure_facts(recorded[wid])}
                          for wid in sorted(failed_infra & ids) if wid not in done][:10_000],
              "unsafe_code_tasks": os.environ.get("WORKBENCH_UNSAFE_CODE_TASKS") == "1",
-             "processes": processes_for(study, len(todo), processes),
+             "processes": 1 if cluster is not None else processes_for(study, len(todo), processes),
              # what this run used (append-only: an earlier run's entry is never rewritten)
              **_run_inputs(study), "designs": fingerprints,
              "deviation": {"reason": accept_changes, "changes": changed} if changed else None}
+    # where the worlds ran: this machine (forked world processes or this process) or a Ray cluster's nodes
+    entry["executor"] = cluster.facts() if cluster is not None else {
+        "name": "forked" if entry["processes"] > 1 else "single-process"}
     manifest["runs"].append(entry)
     write_manifest(out, manifest)
 
@@ -414,6 +428,14 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         if progress or before:
             print(f"budget: {before:.6f} of {budget.limit_usd:.6f} USD spent by earlier runs of this study; "
                   f"{budget.remaining:.6f} left", file=sys.stderr)
+    coordinator = None
+    if cluster is not None and _has_real_route(study):
+        # budget and ledger stay global: one actor on this node that every worker's client asks
+        from workbench import ray_executor
+
+        coordinator = ray_executor.coordinator(cluster, budget, str(ledger.path))
+        if budget is not None:
+            budget = ray_executor.RemoteBudget(coordinator, budget.limit_usd)
     summary.budget = budget.snapshot() if budget else None
 
     def account(valid: bool, failed: dict[str, Any]) -> None:
@@ -491,6 +513,24 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             summary.worlds[wid] = decode_record(world_line)
         account(valid, failed)
 
+    recorded_now: set[str] = set()  # world ids this run wrote: a world comes back from the cluster once
+
+    def ray_result(key: tuple[str, int], msg: bytes) -> bool:
+        """A world a Ray worker finished: recorded by this process, once (False: a duplicate)."""
+        wid, valid, failed, world_line, step_lines, cut = forked.decode(msg)
+        if wid in recorded_now:
+            return False
+        recorded_now.add(wid)
+        if cut:
+            writer.append_cut(decode_record(world_line))  # not a finished world: resume runs it again
+            summary.cut += 1
+            return True
+        writer.append_lines(world_line, step_lines)
+        if keep_worlds:
+            summary.worlds[wid] = decode_record(world_line)
+        account(valid, failed)
+        return True
+
     restore_collector = _collector_for_worlds()
     try:
         if probe:
@@ -501,7 +541,18 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             if summary.probe_failed:
                 queue = iter(())  # no world starts on a route that cannot answer
         n = max(1, min(concurrency or study.concurrency, len(todo) or 1))
-        if entry["processes"] > 1 and not summary.probe_failed:
+        if cluster is not None and not summary.probe_failed:
+            from workbench import ray_executor
+
+            plays = RayWorlds(study, run, out, fingerprints, budget,
+                              None if coordinator is None else ray_executor.RemoteLedger(coordinator))
+            per_share = 1 if coordinator is not None or study.kind.worlds_per_process <= 1 else 0
+            facts = await ray_executor.run_ray(
+                [(c.cell_id, i) for c, i in todo], plays, cluster=cluster, concurrency=n, on_result=ray_result,
+                may_start=None if budget is None else (lambda: not budget.exhausted), per_share=per_share)
+            summary.not_started += facts.not_started
+            entry["executor"].update(facts.to_record())
+        elif entry["processes"] > 1 and not summary.probe_failed:
             await forked.run_forked([todo[k::entry["processes"]] for k in range(entry["processes"])], play_forked,
                                     concurrency=n, on_result=forked_result, finish=rows_left)
         else:
@@ -532,9 +583,18 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
                 entry["local_servers"] = servers  # settings, llama.cpp build and CPU of each
             stop_all()  # the study's local model servers end with it (also on error or Ctrl-C)
         ledger.close()
+        if cluster is not None:
+            from workbench import ray_executor
+
+            summary.budget = budget.snapshot() if budget else None  # a remote budget: read before the actor ends
+            if coordinator is not None:
+                ledger.lines += ray_executor.ray_module().get(coordinator.lines.remote())
+                ray_executor.ray_module().get(coordinator.close.remote())
+            ray_executor.disconnect(cluster)
+        else:
+            summary.budget = budget.snapshot() if budget else None
         restore_collector()
         summary.wall_s = time.perf_counter() - started
-        summary.budget = budget.snapshot() if budget else None
         entry.update(finished=now_iso(), finished_worlds=summary.finished, interrupted=summary.interrupted,
                      wall_s=round(summary.wall_s, 3), budget=summary.budget, cut_worlds=summary.cut,
                      not_started_for_budget=summary.not_started,
@@ -544,6 +604,44 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
         if close_error is not None:
             raise close_error
     return summary
+
+
+def _has_real_route(study: Study) -> bool:
+    from workbench.probe import probe_routes_of
+
+    return bool(probe_routes_of(study))
+
+
+@dataclass
+class RayWorlds:
+    """What a Ray worker runs: one world of the study by (cell id, world index), encoded for
+    the driver's writer, stamped with the node that ran it (``ran_on``: comparisons ignore it).
+    Sent to the cluster once (pickled); ``budget`` and ``ledger`` are the coordinator actor's
+    proxies when the study has a real-model route, so every call asks the one budget first."""
+
+    study: Study
+    run: int
+    out: Path
+    fingerprints: dict[str, str]
+    budget: Budget | None = None
+    ledger: CallLedger | None = None
+    _cells: dict[str, Cell] = field(default_factory=dict, repr=False)
+
+    async def __call__(self, key: tuple[str, int]) -> bytes:
+        from workbench.ray_executor import node_facts
+
+        if not self._cells:
+            self._cells.update({c.cell_id: c for c in self.study.cells})
+        cell, i = self._cells[key[0]], key[1]
+        outcome = await run_one_world(self.study, cell, i, self.run, budget=self.budget, ledger=self.ledger,
+                                      checkpoint_dir=self.out / CHECKPOINTS, design=self.fingerprints[cell.cell_id])
+        world = outcome.world
+        world["ran_on"] = node_facts()
+        failed = world.get("failed") or {}
+        world_line, step_lines = encode_world(world, outcome.steps)
+        return forked.encode(world["world_id"], bool(world["valid"]),
+                             {k: failed[k] for k in ("class", "cause") if k in failed}, world_line, step_lines,
+                             is_budget_cut(failed.get("error")))
 
 
 def _failure_facts(world: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,175 @@
+"""The Ray executor (issue 43, part 1): worlds run as Ray tasks on a two-node cluster on
+127.0.0.1 that this module starts (``ray.cluster_utils.Cluster``, one CPU per node), and
+come back to this process, the only writer.
+
+- A simulated study and a collusion study with code tasks (pytest in bubblewrap on the
+  workers) record what a single-process run of the same study records, world for world
+  and step for step, timing, the invocation number and ``ran_on`` (the node) aside; the
+  manifest's run entry names the executor and both nodes, and each world its node.
+- The worker node is killed mid-study (after the first world it ran came back): the worlds
+  it had not sent back run again on the head node, the run (resumed if it stopped) holds
+  every world exactly once, and equals the single-process records.
+- The budget is the coordinator actor's: a client on a worker reserves and settles through it.
+
+Skipped, with the reason, only where Ray (the optional extra ``ray``) is not installed.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, study_dict
+from tests.test_fast_records import _without_run
+from workbench import ray_executor
+from workbench.params import load_study
+from workbench.records import WORLDS, load_run
+from workbench.study import run_study
+
+# every node and the driver on 127.0.0.1 (Ray reads this when imported: loopback addresses only)
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: pip install -e '.[ray]')")
+from ray.cluster_utils import Cluster  # noqa: E402 - only once Ray is known to be there
+
+pytestmark = pytest.mark.cluster
+
+CELLS = [{"model": "sim/diligent"}, {"model": "sim/clause-follower", "clauses": "persist-only"},
+         {"model": "sim/multi-object", "scheduler": "lockstep"}]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head and a worker node on 127.0.0.1, one CPU each; this process is the driver."""
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    worker = c.add_node(num_cpus=1)
+    ray.init(address=c.address, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    c.wait_for_nodes()
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+    yield c, worker
+    ray.shutdown()
+    c.shutdown()
+
+
+def _comparable(rec: dict) -> dict:
+    return {k: v for k, v in _without_run(rec).items() if k != "ran_on"}
+
+
+def _same_records(a: Path, b: Path) -> int:
+    """The worlds and steps of two run directories, equal but for timing, run and node; returns worlds."""
+    ra, rb = load_run(a), load_run(b)
+    assert {w["world_id"]: _comparable(w) for w in ra.worlds} == {w["world_id"]: _comparable(w) for w in rb.worlds}
+    for w in rb.worlds:
+        assert [_comparable(s) for s in ra.steps[w["world_id"]]] == \
+               [_comparable(s) for s in rb.steps[w["world_id"]]], w["world_id"]
+    return len(rb.worlds)
+
+
+def _world_lines(out: Path) -> collections.Counter[str]:
+    return collections.Counter(json.loads(line)["world_id"] for line in (out / WORLDS).read_text().splitlines())
+
+
+def _alive(c: Cluster) -> set[str]:
+    return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+
+
+def test_simulated_study_on_two_nodes_records_what_one_process_records(cluster, write_study, tmp_path):
+    c, worker = cluster
+    study = load_study(write_study(study_dict(worlds_per_cell=8, concurrency=3, cells=CELLS)))
+    on_ray = run_study(study, tmp_path / "ray", progress=False, executor="ray")
+    one = run_study(study, tmp_path / "one", progress=False, processes=1)
+    assert (on_ray.finished, on_ray.failed, on_ray.invalid) == (one.finished, one.failed, one.invalid)
+    assert on_ray.finished == 24 and on_ray.invalid > 0  # the multi-object cell's invalid worlds came back too
+    assert _same_records(tmp_path / "ray", tmp_path / "one") == 24
+    entry = json.loads((tmp_path / "ray" / "manifest.json").read_text())["runs"][-1]
+    ex = entry["executor"]
+    assert ex["name"] == "ray" and {n["node_id"] for n in ex["nodes"]} == _alive(c) and len(ex["nodes"]) == 2
+    assert ex["resubmitted_worlds"] == 0 and ex["duplicates_dropped"] == 0
+    ran = {w["ran_on"]["node_id"] for w in load_run(tmp_path / "ray").worlds}
+    assert ran and ran <= _alive(c)  # each world names the cluster node that ran it (short shares may all land on one)
+    assert json.loads((tmp_path / "one" / "manifest.json").read_text())["runs"][-1]["executor"] == \
+        {"name": "single-process"}
+    assert all("ran_on" not in w for w in load_run(tmp_path / "one").worlds)
+
+
+def _collusion_study(tmp_path: Path, worlds: int):  # noqa: ANN202
+    """collusion-smoke's main cell, ``worlds`` worlds of two episodes (code tasks among them)."""
+    spec = yaml.safe_load((ROOT / "params" / "collusion-smoke.yaml").read_text())
+    spec.pop("contrasts")
+    spec["cells"] = spec["cells"][:1]
+    spec.update(worlds_per_cell=worlds)
+    spec["defaults"].update(peer_cache=str(tmp_path / "peer-cache"), prompts=str(ROOT / "params/prompts/collusion"),
+                            episodes=2)
+    path = tmp_path / "collusion.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return load_study(path)
+
+
+def test_collusion_study_with_code_tasks_on_two_nodes(cluster, tmp_path):
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed: collusion code tasks run in it (make sandbox)")
+    study = _collusion_study(tmp_path, 2)
+    on_ray = run_study(study, tmp_path / "ray", progress=False, executor="ray")
+    one = run_study(study, tmp_path / "one", progress=False, processes=1)
+    assert on_ray.finished == one.finished == 2 and on_ray.failed == one.failed == 0
+    assert _same_records(tmp_path / "ray", tmp_path / "one") == 2
+    worlds = load_run(tmp_path / "ray").worlds
+    assert any(e["family"] == "code-analysis" for w in worlds for e in w["sequence"])  # code tasks ran
+    assert len({w["ran_on"]["node_id"] for w in worlds}) == 2  # one world a share, two at once: one on each node
+
+
+def test_worker_node_killed_mid_study_every_world_once(cluster, write_study, tmp_path, monkeypatch):
+    """The worker node is killed as soon as the first world it ran comes back, while its share's
+    other worlds are in flight (each world is held 0.1 s, so both nodes hold a share): those worlds
+    run again on the head node and are recorded once; a resumed run adds nothing."""
+    c, worker = cluster
+    study = load_study(write_study(study_dict(worlds_per_cell=20, concurrency=1, cells=CELLS[:2])))
+    expected = 40
+    out = tmp_path / "ray"
+    killed: dict[str, int] = {}
+    real_run_ray = ray_executor.run_ray
+
+    async def run_ray_killing_the_worker(keys, play, *, on_result, **kw):  # noqa: ANN001, ANN003, ANN202
+        async def held(key):  # noqa: ANN001, ANN202 - runs on the nodes (pickled with the play)
+            await asyncio.sleep(0.1)
+            return await play(key)
+
+        def result(key, msg):  # noqa: ANN001, ANN202
+            fresh = on_result(key, msg)
+            killed.setdefault("results", 0)
+            killed["results"] += 1
+            if "recorded" not in killed and worker.node_id.encode() in msg:  # ran_on names the worker node
+                killed["recorded"] = killed["results"]
+                c.remove_node(worker, allow_graceful=False)
+            return fresh
+        return await real_run_ray(keys, held, on_result=result, **kw)
+
+    monkeypatch.setattr(ray_executor, "run_ray", run_ray_killing_the_worker)
+    try:
+        first = run_study(study, out, progress=False, executor="ray")
+        stopped = None
+    except ray_executor.RayExecutorError as exc:  # the node's worlds failed too often: the resume runs them
+        first, stopped = None, exc
+    monkeypatch.setattr(ray_executor, "run_ray", real_run_ray)
+    assert "recorded" in killed and killed["recorded"] < expected, "the worker node was not killed mid-study"
+    assert worker.node_id not in _alive(c)
+    entry = json.loads((out / "manifest.json").read_text())["runs"][0]["executor"]
+    assert entry["node_failures"], entry  # the share on the dead node failed ...
+    if stopped is None:  # ... and its worlds ran again on the head node
+        assert first is not None and first.finished == expected and entry["resubmitted_worlds"] >= 1, entry
+    before = len(_world_lines(out))
+    resumed = run_study(study, out, progress=False, executor="ray")
+    assert resumed.finished == expected - before and (stopped is not None or resumed.finished == 0)
+    lines = _world_lines(out)
+    assert len(lines) == expected and set(lines.values()) == {1}  # every world, exactly once
+    one = run_study(study, tmp_path / "one", progress=False, processes=1)
+    assert one.finished == expected and _same_records(out, tmp_path / "one") == expected
+    print(f"\nnode kill: {expected} worlds expected, {len(lines)} recorded, "
+          f"{sum(n - 1 for n in lines.values())} duplicates, equal to single-process: yes; "
+          f"killed after {killed['recorded']} worlds came back; resubmitted {entry['resubmitted_worlds']}; "
+          f"node failures {entry['node_failures']}; {'stopped and resumed' if stopped else 'finished in one run'}")
