@@ -20,6 +20,7 @@ import collections
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,10 @@ CELLS = [{"model": "sim/diligent"}, {"model": "sim/clause-follower", "clauses": 
 @pytest.fixture(scope="module")
 def cluster():
     """A head and a worker node on 127.0.0.1, one CPU each; this process is the driver."""
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    # a dead node is noticed within about a second (the default health check takes ~15 s)
+    fast = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 300, "health_check_failure_threshold": 3}
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                       "_system_config": fast})
     worker = c.add_node(num_cpus=1)
     ray.init(address=c.address, include_dashboard=False, configure_logging=False, log_to_driver=False)
     c.wait_for_nodes()
@@ -123,20 +127,65 @@ def test_collusion_study_with_code_tasks_on_two_nodes(cluster, tmp_path):
     assert len({w["ran_on"]["node_id"] for w in worlds}) == 2  # one world a share, two at once: one on each node
 
 
+def test_budget_and_ledger_are_the_coordinators_on_every_node(cluster, tmp_path):
+    """A client on the worker node and one on the head draw on one budget held by the coordinator
+    actor (the second reservation does not fit what the first holds), and both write their ledger
+    lines, write-ahead line first, into the driver's run directory."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from workbench.models.budget import Budget
+    from workbench.models.ledger import read_ledger
+
+    c, worker = cluster
+    here = ray_executor.connect(None)
+    assert not here.started_here and len(here.nodes) == 2  # the running cluster is used as it is
+    budget = Budget(1.0)
+    budget.carry(0.1)  # spent by an earlier invocation
+    actor = ray_executor.coordinator(here, budget, str(tmp_path / "calls.jsonl"))
+    remote_budget, remote_ledger = ray_executor.RemoteBudget(actor, 1.0), ray_executor.RemoteLedger(actor)
+
+    @ray.remote(num_cpus=1)
+    def call(b, ledger, slot: str):  # noqa: ANN001, ANN202 - a model client's steps, on a node
+        r = b.reserve(0.6)
+        bound = ledger.bind(world_id="w-0000", slot=slot)
+        bound.open({"call_id": slot, "request_id": f"{slot}-1", "reserved_usd": 0.6})
+        bound.record({"call_id": slot, "state": "answered" if r.granted else "refused",
+                      "cost_usd": None if r.granted else 0.0, "attempts": [{"request_id": f"{slot}-1"}]})
+        return r.granted, ray.get_runtime_context().get_node_id()
+
+    def on(node: str):  # noqa: ANN202
+        return call.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+
+    granted, node = ray.get(on(worker.node_id).remote(remote_budget, remote_ledger, "alice"))
+    assert granted and node == worker.node_id
+    granted, node = ray.get(on(c.head_node.node_id).remote(remote_budget, remote_ledger, "bob"))
+    assert not granted and node == c.head_node.node_id  # 0.1 spent + 0.6 held + 0.6 > 1.0
+    snap = remote_budget.snapshot()
+    assert (snap["refused"], snap["reserved_usd"], snap["carried_usd"]) == (1, 0.6, 0.1) and remote_budget.exhausted
+    ray.get(actor.close.remote())
+    lines = list(read_ledger(tmp_path, opens=True))
+    assert [(e.get("state"), e["slot"]) for e in lines] == [("open", "alice"), ("answered", "alice"),
+                                                             ("open", "bob"), ("refused", "bob")]
+    assert all(e["world_id"] == "w-0000" for e in lines)
+    ray.kill(actor)
+
+
 def test_worker_node_killed_mid_study_every_world_once(cluster, write_study, tmp_path, monkeypatch):
     """The worker node is killed as soon as the first world it ran comes back, while its share's
-    other worlds are in flight (each world is held 0.1 s, so both nodes hold a share): those worlds
-    run again on the head node and are recorded once; a resumed run adds nothing."""
+    other worlds are in flight (each is held 0.5 s there): those worlds run again on the head node
+    and are recorded once; a resumed run adds nothing."""
     c, worker = cluster
     study = load_study(write_study(study_dict(worlds_per_cell=20, concurrency=1, cells=CELLS[:2])))
     expected = 40
     out = tmp_path / "ray"
     killed: dict[str, int] = {}
     real_run_ray = ray_executor.run_ray
+    worker_id = worker.node_id
 
     async def run_ray_killing_the_worker(keys, play, *, on_result, **kw):  # noqa: ANN001, ANN003, ANN202
         async def held(key):  # noqa: ANN001, ANN202 - runs on the nodes (pickled with the play)
-            await asyncio.sleep(0.1)
+            if ray.get_runtime_context().get_node_id() == worker_id:
+                await asyncio.sleep(0.5)  # the worker node's share is still playing when it is killed
             return await play(key)
 
         def result(key, msg):  # noqa: ANN001, ANN202
@@ -157,11 +206,15 @@ def test_worker_node_killed_mid_study_every_world_once(cluster, write_study, tmp
         first, stopped = None, exc
     monkeypatch.setattr(ray_executor, "run_ray", real_run_ray)
     assert "recorded" in killed and killed["recorded"] < expected, "the worker node was not killed mid-study"
-    assert worker.node_id not in _alive(c)
     entry = json.loads((out / "manifest.json").read_text())["runs"][0]["executor"]
     assert entry["node_failures"], entry  # the share on the dead node failed ...
     if stopped is None:  # ... and its worlds ran again on the head node
         assert first is not None and first.finished == expected and entry["resubmitted_worlds"] >= 1, entry
+    for _ in range(100):  # the cluster's own view of the node follows its health checks
+        if worker.node_id not in _alive(c):
+            break
+        time.sleep(0.1)
+    assert worker.node_id not in _alive(c)
     before = len(_world_lines(out))
     resumed = run_study(study, out, progress=False, executor="ray")
     assert resumed.finished == expected - before and (stopped is not None or resumed.finished == 0)
