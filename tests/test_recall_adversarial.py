@@ -158,7 +158,10 @@ def test_bad_adversary_fields_name_the_field(tmp_path: Path) -> None:
         load_study(path)
     path = recall_study(tmp_path, [{"condition": "naive", "spoof": {"writer": "nurse"}}], name="rt2")
     with pytest.raises(WorkbenchError, match=r"spoof\.writer: role 'nurse' is not in the legal team"):
-        run_cell(path, 0, [0])
+        load_study(path)  # at load, before any world runs
+    path = recall_study(tmp_path, [{"condition": "naive", "poison": {"facts": ["F4"]}}], name="rt3")
+    with pytest.raises(WorkbenchError, match=r"cell field poison: nothing to poison in script legal_test_01 \(F4: no recall"):
+        load_study(path)
 
 
 def test_replay_reproduces_an_adversarial_world(tmp_path: Path) -> None:

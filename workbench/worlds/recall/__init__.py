@@ -46,7 +46,12 @@ class RecallKind(WorldKind):
         from workbench.worlds.recall.world import cell_scripts
 
         self.check_inputs(cell, Path(base_dir), 1)  # no script is read from outside the project
-        cell_scripts(cell, Path(base_dir))
+        scripts = cell_scripts(cell, Path(base_dir))
+        if cell.poison is not None or cell.spoof is not None:  # a role not in a team, nothing to poison: at load
+            from workbench.worlds.recall.adversary import apply
+
+            for script in scripts:
+                apply(script, cell.poison, cell.spoof, verified=cell.verified_authority)
         return study_path(base_dir, cell.prompts, explicit="prompts" in cell.model_fields_set)
 
     def design_files(self, cell: RecallCell, base_dir: Path) -> list[Path]:

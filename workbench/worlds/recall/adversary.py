@@ -132,7 +132,7 @@ class SpoofSpec(BaseModel):
         return _known_role(v, f"spoof.{info.field_name}", narrator=False)
 
 
-def resolve_role(domain: str, name: str, where: str) -> str:
+def resolve_role(domain: str, name: str, where: str, script_id: str = "") -> str:
     """A role keyword or name in one script's team (``lowest``/``top`` by authority)."""
     team = DOMAINS[domain]
     if name == NARRATOR:
@@ -141,8 +141,9 @@ def resolve_role(domain: str, name: str, where: str) -> str:
         ordered = sorted(team, key=lambda r: (team[r], r))
         return ordered[0] if name == "lowest" else ordered[-1]
     if name not in team:
-        raise InputError(f"{where}: role {name!r} is not in the {domain} team ({', '.join(team)}); "
-                         f"filter the cell's domains or use lowest/top")
+        raise InputError(f"cell field {where}: role {name!r} is not in the {domain} team ({', '.join(team)})"
+                         f"{' of script ' + script_id if script_id else ''}; filter the cell's domains or "
+                         f"script_ids, or use lowest/top")
     return name
 
 
@@ -287,23 +288,23 @@ def apply(script: Script, poison: PoisonSpec | None, spoof: SpoofSpec | None, *,
     plan: dict[str, Any] = {"poison": None, "spoof": None, "facts": [], "skipped": [], "turn_map": {}}
     domain = script.domain
     if spoof is not None:
-        writer = resolve_role(domain, spoof.writer, "spoof.writer")
-        claims = resolve_role(domain, spoof.claims, "spoof.claims")
+        writer = resolve_role(domain, spoof.writer, "spoof.writer", script.script_id)
+        claims = resolve_role(domain, spoof.claims, "spoof.claims", script.script_id)
         plan["spoof"] = {"writer": writer, "claims": claims, "true_authority": role_authority(domain, writer),
                          "claimed_authority": role_authority(domain, claims), "verified": verified}
     if poison is None:
         plan["turn_map"] = {str(t.turn): t.turn for t in script.turns}
         return script, plan
-    role = resolve_role(domain, poison.role, "poison.role")
+    role = resolve_role(domain, poison.role, "poison.role", script.script_id)
     authority = poison.authority if poison.authority is not None else role_authority(domain, role)
     plan["poison"] = {"role": role, "authority": authority, "at_turn": poison.at_turn, "probes": poison.probes,
-                      "correction_role": (resolve_role(domain, poison.correction.role, "poison.correction.role")
-                                          if poison.correction else None)}
+                      "correction_role": (resolve_role(domain, poison.correction.role, "poison.correction.role",
+                                                       script.script_id) if poison.correction else None)}
     recalled: list[str] = list(dict.fromkeys(t.target_fact_id for t in script.recalls() if t.target_fact_id))
     wanted: list[str] = recalled if poison.facts == "all" else list(poison.facts)
     known = {f.id for f in script.initial_facts}
     if poison.facts != "all" and not any(f in known for f in wanted):
-        raise InputError(f"poison.facts: none of {wanted} is a fact of script {script.script_id} "
+        raise InputError(f"cell field poison.facts: none of {wanted} is a fact of script {script.script_id} "
                          f"(its facts: {', '.join(sorted(known))})")
     targets: list[_Target] = []
     for fid in wanted:
@@ -320,7 +321,7 @@ def apply(script: Script, poison: PoisonSpec | None, spoof: SpoofSpec | None, *,
             continue
         targets.append(_Target(recall.target_fact_id, recall, base[0], base[1], false))
     if not targets:
-        raise InputError(f"poison: nothing to poison in script {script.script_id} "
+        raise InputError(f"cell field poison: nothing to poison in script {script.script_id} "
                          f"({'; '.join(s['fact_id'] + ': ' + s['reason'] for s in plan['skipped'])})")
     # events inserted after an original turn (the poison) or right after a recall (correction, probes)
     before: dict[int, list[tuple[str, _Target]]] = {}  # original turn -> inserted before it
