@@ -208,6 +208,6 @@ def test_a_chroma_world_records_recall_at_k_and_the_table_shows_it(tmp_path: Pat
                               for a, b in zip(exact["retrievals"], narrow["retrievals"]))
     table = metric_tables([exact, narrow])["memory_size"]
     assert list(table["backend"]) == ["memory", "chroma"] and list(table["distractors"]) == [250, 250]
-    assert table["recall@k k/n"].iloc[1] == f"{ir['found']}/{ir['expected']}" and table["recall@k k/n"].iloc[0] == ""
+    assert table["recall@k:k/n"].iloc[1] == f"{ir['found']}/{ir['expected']}" and table["recall@k:k/n"].iloc[0] == ""
     assert "ef_search=1" in table["hnsw"].iloc[1]
     assert table["memory size at recall"].iloc[0] > 150

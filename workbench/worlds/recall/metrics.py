@@ -535,15 +535,18 @@ def memory_size_table(worlds: Iterable[dict[str, Any]]) -> pd.DataFrame:
             "model": m, "variant": v, "condition": c, "worlds": a["worlds"], "backend": a["backend"],
             "hnsw": "" if not hnsw else " ".join(f"{k}={hnsw[k]}" for k in sorted(hnsw)),
             "distractors": a["distractors"],
-            "memory size at recall": round(sum(a["sizes"]) / len(a["sizes"]), 1) if a["sizes"] else None,
+            "memory size at recall": round(sum(a["sizes"]) / len(a["sizes"])) if a["sizes"] else None,
             "largest memory": max(a["sizes"]) if a["sizes"] else None,
-            "recall@k k/n": recall_k["k/n"] if recall_k else "", "recall@k": recall_k["rate"] if recall_k else None,
+            **{f"recall@k:{part}": (recall_k[part] if recall_k else ("" if part == "k/n" else None))
+               for part in ("k/n", "rate", "low", "high")},
             "identical top k": (f"{a['identical']}/{a['retrievals']}" if a["index"] else ""),
-            "accuracy k/n": rate["k/n"], "accuracy": rate["rate"], "accuracy low": rate["low"],
-            "accuracy high": rate["high"]})
-    out = pd.DataFrame(rows, columns=["model", "variant", "condition", "worlds", "backend", "hnsw", "distractors",
-                                      "memory size at recall", "largest memory", "recall@k k/n", "recall@k",
-                                      "identical top k", "accuracy k/n", "accuracy", "accuracy low", "accuracy high"])
+            **{f"accuracy:{part}": rate[part] for part in ("k/n", "rate", "low", "high")}})
+    columns = ["model", "variant", "condition", "worlds", "backend", "hnsw", "distractors", "memory size at recall",
+               "largest memory", *(f"recall@k:{p}" for p in ("k/n", "rate", "low", "high")), "identical top k",
+               *(f"accuracy:{p}" for p in ("k/n", "rate", "low", "high"))]
+    out = pd.DataFrame(rows, columns=columns)
+    if not any(a["index"] for a in acc.values()):  # no approximate index anywhere: nothing to measure
+        out = out.drop(columns=[c for c in columns if c.startswith("recall@k") or c in ("hnsw", "identical top k")])
     if len(out):
         out.attrs["variant_shared"] = recall_frame_shared_variant(out)
     return out
