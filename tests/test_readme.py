@@ -41,7 +41,7 @@ SKIP = {
     r"params/open-questions\.yaml|outputs/open-questions": "its open-weight cell needs weights fetched first (models "
                                                            "fetch); its simulated cells run in "
                                                            "tests/test_open_questions_study.py",
-    r"run params/recall\.yaml|report outputs/recall$": "the shipped recall study: 6,900 worlds, about 1.5 minutes "
+    r"run params/recall\.yaml|report outputs/recall$": "the shipped recall study: 7,500 worlds, about 2 minutes "
                                                         "to run and 1 to report on 2 shared cores; its cells run at "
                                                         "smoke size in tests/test_recall_*.py and "
                                                         "params/recall-smoke.yaml (run and reported here)",
