@@ -9,7 +9,9 @@ come back to this process, the only writer.
 - The worker node is killed mid-study (after the first world it ran came back): the worlds
   it had not sent back run again on the head node, the run (resumed if it stopped) holds
   every world exactly once, and equals the single-process records.
-- The budget is the coordinator actor's: a client on a worker reserves and settles through it.
+- The budget and the call ledger are the coordinator actor's: clients on either node reserve,
+  settle and write their lines through it, and a study on a real-model route (a fake server)
+  charges and records every call once, as a single-process run does.
 
 Skipped, with the reason, only where Ray (the optional extra ``ray``) is not installed.
 """
@@ -45,13 +47,37 @@ CELLS = [{"model": "sim/diligent"}, {"model": "sim/clause-follower", "clauses": 
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A head and a worker node on 127.0.0.1, one CPU each; this process is the driver."""
+def fake_server(tmp_path_factory):
+    """A fake OpenAI-compatible server and a catalogue entry for it (tests/fault_study.py):
+    a real-model route, with prices, that costs nothing."""
+    from tests.fake_openai import FakeOpenAIProcess
+    from tests.fault_study import write_catalogue
+    from tests.test_http_resume import scripted_agent
+
+    srv = FakeOpenAIProcess(delay_s=0.01, responder=scripted_agent).start()
+    yield srv, write_catalogue(tmp_path_factory.mktemp("catalogue"), srv.url, timeout_s=5.0)
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(fake_server):
+    """A head and a worker node on 127.0.0.1, one CPU each; this process is the driver. The
+    nodes start with the fake server's catalogue and key in their environment (as a cluster's
+    workers are given their keys)."""
+    from tests.fake_openai import FAKE_KEY
+
+    saved = {k: os.environ.get(k) for k in ("WORKBENCH_MODELS", "OPENAI_API_KEY")}
+    os.environ.update(WORKBENCH_MODELS=str(fake_server[1]), OPENAI_API_KEY=FAKE_KEY)
     # a dead node is noticed within about a second (the default health check takes ~15 s)
     fast = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 300, "health_check_failure_threshold": 3}
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
                                                        "_system_config": fast})
     worker = c.add_node(num_cpus=1)
+    for k, v in saved.items():  # the nodes have it; this process and later tests do not
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     ray.init(address=c.address, include_dashboard=False, configure_logging=False, log_to_driver=False)
     c.wait_for_nodes()
     assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
@@ -168,6 +194,38 @@ def test_budget_and_ledger_are_the_coordinators_on_every_node(cluster, tmp_path)
                                                              ("open", "bob"), ("refused", "bob")]
     assert all(e["world_id"] == "w-0000" for e in lines)
     ray.kill(actor)
+
+
+def test_real_route_study_asks_the_one_budget_and_writes_the_one_ledger(cluster, fake_server, tmp_path,
+                                                                        monkeypatch):
+    """A study on a real-model route (a fake server) run on both nodes: every call reserved with
+    the coordinator's budget and written to the driver's ledger, none charged twice: the budget
+    and the ledger equal a single-process run's."""
+    from tests.fake_openai import FAKE_KEY
+    from tests.fault_study import write_study
+    from workbench.models.ledger import read_ledger
+
+    catalogue = fake_server[1]
+    monkeypatch.setenv("WORKBENCH_MODELS", str(catalogue))
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    path = write_study(tmp_path, 2, concurrency=2)
+    path.write_text(path.read_text() + "budget_usd: 1.0\n")
+    study = load_study(path)
+    on_ray = run_study(study, tmp_path / "ray", progress=False, executor="ray")
+    one = run_study(study, tmp_path / "one", progress=False, processes=1)
+    assert on_ray.finished == one.finished == 2 and on_ray.failed == one.failed == 0
+    assert on_ray.budget is not None and one.budget is not None
+    sent_ray = on_ray.budget["calls"]
+    assert sent_ray == one.budget["calls"] == len(list(read_ledger(tmp_path / "one"))) > 0  # each call charged once
+    assert on_ray.budget["spent_usd"] == pytest.approx(one.budget["spent_usd"]) and on_ray.budget["spent_usd"] > 0
+    closed = list(read_ledger(tmp_path / "ray"))
+    opened = [e for e in read_ledger(tmp_path / "ray", opens=True) if e.get("state") == "open"]
+    assert len(closed) == len(opened) == sent_ray  # every request written ahead, then closed, on the driver's disk
+    assert {e["world_id"] for e in closed} == {w["world_id"] for w in load_run(tmp_path / "ray").worlds}
+    entry = json.loads((tmp_path / "ray" / "manifest.json").read_text())["runs"][-1]
+    assert entry["ledger_calls"] == sent_ray and entry["budget"]["calls"] == sent_ray
+    assert entry["executor"]["shares"] == 2  # one world a share with a real route (the budget stops new ones)
+    assert len({w["ran_on"]["node_id"] for w in load_run(tmp_path / "ray").worlds}) == 2
 
 
 def test_worker_node_killed_mid_study_every_world_once(cluster, write_study, tmp_path, monkeypatch):

@@ -132,10 +132,22 @@ def node_facts() -> dict[str, Any]:
 
 
 # -- the worker side ----------------------------------------------------------------------
+_LOOP: asyncio.AbstractEventLoop | None = None
+
+
+def _worker_loop() -> asyncio.AbstractEventLoop:
+    global _LOOP
+    if _LOOP is None or _LOOP.is_closed():
+        _LOOP = asyncio.new_event_loop()
+    return _LOOP
+
+
 def _play_share(play: Callable[[Any], Awaitable[bytes]], keys: Sequence[Any], concurrency: int) -> Any:
     """A Ray task (a streaming generator): play every key of the share on one event loop,
-    ``concurrency`` at a time, and yield ``(position, result)`` as each world finishes."""
-    loop = asyncio.new_event_loop()
+    ``concurrency`` at a time, and yield ``(position, result)`` as each world finishes.
+    The loop is the worker process's own, kept between shares: model clients (their HTTP
+    connections, their limits) belong to a loop and are reused by the next share."""
+    loop = _worker_loop()
     queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
     items = iter(enumerate(keys))
 
@@ -159,7 +171,6 @@ def _play_share(play: Callable[[Any], Awaitable[bytes]], keys: Sequence[Any], co
         for t in tasks:
             t.cancel()
         loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        loop.close()
         sys.stdout.flush()
         sys.stderr.flush()
 
