@@ -81,6 +81,17 @@ def cluster(fake_server):
     ray.init(address=c.address, include_dashboard=False, configure_logging=False, log_to_driver=False)
     c.wait_for_nodes()
     assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=1)
+    def warm() -> str:  # a worker process on each node, the package imported: shares start at once on both
+        import workbench.study  # noqa: F401
+
+        return str(ray.get_runtime_context().get_node_id())
+
+    nodes = [c.head_node.node_id, worker.node_id]
+    assert ray.get([warm.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote()
+                    for n in nodes]) == nodes
     yield c, worker
     ray.shutdown()
     c.shutdown()
@@ -226,6 +237,23 @@ def test_real_route_study_asks_the_one_budget_and_writes_the_one_ledger(cluster,
     assert entry["ledger_calls"] == sent_ray and entry["budget"]["calls"] == sent_ray
     assert entry["executor"]["shares"] == 2  # one world a share with a real route (the budget stops new ones)
     assert len({w["ran_on"]["node_id"] for w in load_run(tmp_path / "ray").worlds}) == 2
+
+
+def test_a_world_that_raises_fails_the_run_loudly_and_is_not_run_again(cluster):
+    """A share that fails because its world raised is a bug or a bad input, not the cluster: it is
+    not resubmitted, the others' worlds are recorded, and the run raises naming the error."""
+    here = ray_executor.connect(None)
+    got: dict[int, bytes] = {}
+
+    async def play(k: int) -> bytes:
+        if k == 3:
+            raise ValueError("bad world 3")
+        return b"world %d" % k
+
+    with pytest.raises(ray_executor.RayExecutorError, match="a world raised ValueError: bad world 3"):
+        asyncio.run(ray_executor.run_ray(list(range(8)), play, cluster=here, concurrency=1,
+                                         on_result=lambda k, r: got.setdefault(k, r) is r))
+    assert got == {k: b"world %d" % k for k in range(8) if k != 3}
 
 
 def test_worker_node_killed_mid_study_every_world_once(cluster, write_study, tmp_path, monkeypatch):
