@@ -16,7 +16,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = ("bench_grid.py", "bench_litellm.py", "bench_report.py", "bench_analysis.py", "bench_local.py",
-              "bench_batch.py", "bench_cache_cost.py", "bench_route_pool.py", "bench_executor.py")
+              "bench_batch.py", "bench_cache_cost.py", "bench_route_pool.py", "bench_executor.py",
+              "bench_recall_memory.py")
 
 
 def results(output: str) -> list[dict[str, str]]:
