@@ -204,6 +204,43 @@ def test_budget_and_ledger_are_the_coordinators_on_every_node(cluster, tmp_path)
     assert [(e.get("state"), e["slot"]) for e in lines] == [("open", "alice"), ("answered", "alice"),
                                                              ("open", "bob"), ("refused", "bob")]
     assert all(e["world_id"] == "w-0000" for e in lines)
+
+    # rate limits: one requests-per-minute and one tokens-per-minute window for the cluster
+    @ray.remote(num_cpus=1)
+    def limited(actor, rpm_slots: int, tokens: int, settle_to: int | None):  # noqa: ANN001, ANN202
+        import asyncio
+
+        limits = ray_executor.RemoteLimits(actor, ("openai/m", "http://x"), 8, rpm=2, tpm=100)
+        waits: list[float] = []
+
+        async def sleep(s: float) -> None:  # the first wait asked for is the answer (no minute-long test)
+            waits.append(s)
+            raise TimeoutError
+
+        async def go() -> tuple[list[float], bool]:
+            for _ in range(rpm_slots):
+                try:
+                    await limits.rpm_slot(sleep)
+                except TimeoutError:
+                    pass
+            try:
+                _, slot = await limits.tpm_slot(tokens, sleep)
+            except TimeoutError:
+                return waits, False
+            if settle_to is not None and slot is not None:
+                slot.settle(settle_to)
+            return waits, True
+        return asyncio.run(go())
+
+    def pinned(node: str):  # noqa: ANN202
+        return limited.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+
+    waits, got = ray.get(pinned(worker.node_id).remote(actor, 2, 80, None))
+    assert waits == [] and got  # two requests and 80 tokens in this minute: within the limits
+    waits, got = ray.get(pinned(c.head_node.node_id).remote(actor, 1, 30, None))
+    assert len(waits) == 2 and 50 < waits[0] <= 60 and not got  # the third request and 30 more tokens wait
+    ray.get(actor.tpm_settle.remote(("openai/m", "http://x"), 1, 50))  # the 80 were 50, as the provider counts
+    assert ray.get(actor.tpm_slot.remote(("openai/m", "http://x"), 100, 30))[1] is not None
     ray.kill(actor)
 
 

@@ -23,8 +23,9 @@ the driver's node, holding the study's :class:`~workbench.models.budget.Budget` 
 its :class:`~workbench.models.ledger.CallLedger`; the proxies :class:`RemoteBudget`
 and :class:`RemoteLedger` have the interfaces the model clients use, so a client on
 any node asks the actor before each call (reserve), settles with it after, and its
-ledger lines are written on the driver's disk. (Per-route rate limits are still held
-per worker process: see docs/cluster.md.)
+ledger lines are written on the driver's disk. The rate limits of each route (requests
+and tokens per minute) are the actor's windows too (:class:`RemoteLimits`); only the
+connection limit stays per worker process.
 
 Ray is an optional extra (``pip install 'stigmergy-workbench[ray]'``); nothing here
 imports it until a run asks for this executor.
@@ -32,9 +33,11 @@ imports it until a run asks for this executor.
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +45,7 @@ from typing import Any
 from workbench.errors import InputError, WorkbenchError
 from workbench.models.budget import Budget, Reservation
 from workbench.models.ledger import BoundLedger, CallLedger
+from workbench.models.litellm_client.limits import ModelLimits, TokenSlot, set_limits_factory
 
 EXECUTORS = ("local", "ray")  # local: forked world processes or this process (processes_for decides)
 ATTEMPTS = 3  # times a world whose node died is submitted in all
@@ -286,6 +290,10 @@ class _CoordinatorState:
         if self.budget is not None:
             self.budget.carry(carried)  # what earlier invocations of the study spent
         self.ledger = CallLedger(ledger_path) if ledger_path else None
+        self._starts: dict[tuple[str, str | None], collections.deque[float]] = {}
+        self._tokens: dict[tuple[str, str | None], collections.deque[tuple[float, int, int]]] = {}
+        self._used: dict[tuple[str, str | None], int] = {}
+        self._next_slot = 0
 
     def reserve(self, amount: float) -> tuple[float, bool]:
         assert self.budget is not None
@@ -315,6 +323,48 @@ class _CoordinatorState:
 
     def lines(self) -> int:
         return self.ledger.lines if self.ledger is not None else 0
+
+    # rate limits: one sliding window per route + api_base for the whole cluster
+    def rpm_slot(self, key: tuple[str, str | None], rpm: int, window_s: float = 60.0) -> float:
+        """Take a request start under ``rpm`` now (0.0), or say how long to wait before asking again."""
+        starts = self._starts.setdefault(key, collections.deque())
+        now = time.monotonic()
+        while starts and starts[0] <= now - window_s:
+            starts.popleft()
+        if len(starts) < rpm:
+            starts.append(now)
+            return 0.0
+        return max(starts[0] + window_s - now, 0.001)
+
+    def tpm_slot(self, key: tuple[str, str | None], tpm: int, tokens: int,
+                 window_s: float = 60.0) -> tuple[float, int | None]:
+        """Take ``tokens`` of the window now ((0.0, slot id)), or say how long to wait ((seconds, None))."""
+        slots = self._tokens.setdefault(key, collections.deque())
+        now = time.monotonic()
+        while slots and slots[0][0] <= now - window_s:
+            self._used[key] = self._used.get(key, 0) - slots.popleft()[2]
+        used = self._used.get(key, 0)
+        if not slots or used + tokens <= tpm:
+            self._next_slot += 1
+            slots.append((now, self._next_slot, tokens))
+            self._used[key] = used + tokens
+            return 0.0, self._next_slot
+        excess, wait = used + tokens - tpm, slots[-1][0] + window_s - now
+        for t, _, n in slots:
+            excess -= n
+            if excess <= 0:
+                wait = t + window_s - now
+                break
+        return max(wait, 0.001), None
+
+    def tpm_settle(self, key: tuple[str, str | None], slot: int, tokens: int) -> None:
+        """The tokens the provider counted for a slot, in place of its estimate (while in the window)."""
+        slots = self._tokens.get(key) or collections.deque()
+        for k, (t, sid, n) in enumerate(slots):
+            if sid == slot:
+                slots[k] = (t, sid, tokens)
+                self._used[key] = self._used.get(key, 0) + tokens - n
+                return
 
     def close(self) -> None:
         if self.ledger is not None:
@@ -393,3 +443,64 @@ class RemoteLedger(CallLedger):
 
     def close(self) -> None:
         """The actor's file is closed by the driver when the run ends."""
+
+
+class RemoteTokenSlot(TokenSlot):
+    """A slot of the coordinator's tokens-per-minute window: settling it corrects the actor's count."""
+
+    __slots__ = ("sid",)
+
+    def __init__(self, limits: RemoteLimits, sid: int, tokens: int) -> None:
+        super().__init__(limits, time.monotonic(), tokens)
+        self.sid = sid
+
+    def settle(self, tokens: int) -> None:
+        assert isinstance(self.limits, RemoteLimits)
+        ray_module().get(self.limits.actor.tpm_settle.remote(self.limits.key, self.sid, int(tokens)))
+        self.tokens = tokens
+
+
+class RemoteLimits(ModelLimits):
+    """A route's limits whose requests-per-minute and tokens-per-minute windows are the coordinator
+    actor's, shared by every worker of the cluster (the connection limit stays per worker process:
+    connections are a process's own)."""
+
+    def __init__(self, actor: Any, key: tuple[str, str | None], max_connections: int, rpm: int | None,
+                 tpm: int | None) -> None:
+        super().__init__(max_connections, rpm, tpm=tpm)
+        self.actor = actor
+        self.key = key
+
+    async def rpm_slot(self, sleep: Callable[[float], Awaitable[Any]]) -> float:
+        if not self.rpm:
+            return 0.0
+        waited = 0.0
+        while True:
+            wait = float(await self.actor.rpm_slot.remote(self.key, self.rpm, self.window_s))
+            if wait <= 0:
+                return waited
+            await sleep(wait)
+            waited += wait
+
+    async def tpm_slot(self, tokens: int, sleep: Callable[[float], Awaitable[Any]]) -> tuple[float, TokenSlot | None]:
+        if not self.tpm:
+            return 0.0, None
+        waited = 0.0
+        while True:
+            wait, sid = await self.actor.tpm_slot.remote(self.key, self.tpm, int(tokens), self.window_s)
+            if sid is not None:
+                return waited, RemoteTokenSlot(self, int(sid), int(tokens))
+            await sleep(float(wait))
+            waited += float(wait)
+
+
+_INSTALLED: list[Any] = []  # the coordinator whose windows this worker process uses
+
+
+def install_global_limits(actor: Any) -> None:
+    """In a worker process: every route's rpm and tpm windows from now on are the coordinator's
+    (once per coordinator: a later share of the same run keeps the limits already made)."""
+    if _INSTALLED and _INSTALLED[0] == actor:
+        return
+    set_limits_factory(lambda key, conns, rpm, tpm: RemoteLimits(actor, key, conns, rpm, tpm))
+    _INSTALLED[:] = [actor]

@@ -545,7 +545,7 @@ async def run_study_async(study: Study, out_dir: str | Path, *, cell_ids: Iterab
             from workbench import ray_executor
 
             plays = RayWorlds(study, run, out, fingerprints, budget,
-                              None if coordinator is None else ray_executor.RemoteLedger(coordinator))
+                              None if coordinator is None else ray_executor.RemoteLedger(coordinator), coordinator)
             per_share = 1 if coordinator is not None or study.kind.worlds_per_process <= 1 else 0
             facts = await ray_executor.run_ray(
                 [(c.cell_id, i) for c, i in todo], plays, cluster=cluster, concurrency=n, on_result=ray_result,
@@ -625,13 +625,17 @@ class RayWorlds:
     fingerprints: dict[str, str]
     budget: Budget | None = None
     ledger: CallLedger | None = None
+    coordinator: Any = None  # the actor holding budget, ledger and rate-limit windows (real routes)
     _cells: dict[str, Cell] = field(default_factory=dict, repr=False)
 
     async def __call__(self, key: tuple[str, int]) -> bytes:
+        from workbench import ray_executor
         from workbench.ray_executor import node_facts
 
         if not self._cells:
             self._cells.update({c.cell_id: c for c in self.study.cells})
+            if self.coordinator is not None:  # once per worker process: rpm and tpm windows are the actor's
+                ray_executor.install_global_limits(self.coordinator)
         cell, i = self._cells[key[0]], key[1]
         outcome = await run_one_world(self.study, cell, i, self.run, budget=self.budget, ledger=self.ledger,
                                       checkpoint_dir=self.out / CHECKPOINTS, design=self.fingerprints[cell.cell_id])

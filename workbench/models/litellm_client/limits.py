@@ -137,6 +137,20 @@ def estimate_tokens(messages: list[dict[str, Any]], params: dict[str, Any]) -> i
 
 _LIMITS: dict[tuple[str, str | None], ModelLimits] = {}
 _LIMITS_LOCK = threading.Lock()
+# What builds a route's limits the first time they are asked for (None: ModelLimits, this process's
+# own windows). A Ray worker installs one whose windows are held by one actor for the whole
+# cluster (workbench/ray_executor.py), so rpm and tpm stay global however many workers call.
+LimitsFactory = Callable[[tuple[str, str | None], int, "int | None", "int | None"], ModelLimits]
+_FACTORY: LimitsFactory | None = None
+
+
+def set_limits_factory(factory: LimitsFactory | None) -> None:
+    """Build every route's limits with ``factory`` from now on (None: this process's own);
+    limits made before are forgotten."""
+    global _FACTORY
+    with _LIMITS_LOCK:
+        _FACTORY = factory
+        _LIMITS.clear()
 
 
 def limits_for(route: str, api_base: str | None, max_connections: int, rpm: int | None,
@@ -146,7 +160,8 @@ def limits_for(route: str, api_base: str | None, max_connections: int, rpm: int 
     with _LIMITS_LOCK:
         lim = _LIMITS.get(key)
         if lim is None:
-            lim = ModelLimits(max_connections, rpm, tpm=tpm)
+            lim = ModelLimits(max_connections, rpm, tpm=tpm) if _FACTORY is None else \
+                _FACTORY(key, max_connections, rpm, tpm)
             _LIMITS[key] = lim
         return lim
 
