@@ -9,9 +9,11 @@ come back to this process, the only writer.
 - The worker node is killed mid-study (after the first world it ran came back): the worlds
   it had not sent back run again on the head node, the run (resumed if it stopped) holds
   every world exactly once, and equals the single-process records.
-- The budget and the call ledger are the coordinator actor's: clients on either node reserve,
-  settle and write their lines through it, and a study on a real-model route (a fake server)
-  charges and records every call once, as a single-process run does.
+- The budget, the call ledger and the rate-limit windows are the coordinator actor's: clients
+  on either node reserve, settle, write their lines and take rpm/tpm slots through it, and a
+  study on a real-model route (a fake server) charges and records every call once, as a
+  single-process run does.
+- A world that raises fails the run loudly and is not run again (a bug is not a dead node).
 
 Skipped, with the reason, only where Ray (the optional extra ``ray``) is not installed.
 """
