@@ -148,7 +148,8 @@ def _worker_loop() -> asyncio.AbstractEventLoop:
 
 def _play_share(play: Callable[[Any], Awaitable[bytes]], keys: Sequence[Any], concurrency: int) -> Any:
     """A Ray task (a streaming generator): play every key of the share on one event loop,
-    ``concurrency`` at a time, and yield ``(position, result)`` as each world finishes.
+    ``concurrency`` at a time, and yield ``[(position, result), ...]`` as worlds finish (each
+    batch: the worlds finished since the last one, so a fast share sends fewer objects).
     The loop is the worker process's own, kept between shares: model clients (their HTTP
     connections, their limits) belong to a loop and are reused by the next share."""
     loop = _worker_loop()
@@ -166,11 +167,16 @@ def _play_share(play: Callable[[Any], Awaitable[bytes]], keys: Sequence[Any], co
 
     tasks = [loop.create_task(worker()) for _ in range(max(1, min(concurrency, len(keys))))]
     try:
-        for _ in range(len(keys)):
-            pos, result = loop.run_until_complete(queue.get())
-            if isinstance(result, BaseException):
-                raise result
-            yield pos, result
+        left = len(keys)
+        while left:
+            batch = [loop.run_until_complete(queue.get())]
+            while not queue.empty():  # what else has finished meanwhile goes back in the same object
+                batch.append(queue.get_nowait())
+            for _, result in batch:
+                if isinstance(result, BaseException):
+                    raise result
+            left -= len(batch)
+            yield batch
     finally:
         for t in tasks:
             t.cancel()
@@ -237,10 +243,10 @@ async def run_ray(keys: Sequence[Hashable], play: Callable[[Any], Awaitable[byte
         back: set[int] = set()
         try:
             async for ref in gen:
-                pos, result = await ref
-                back.add(pos)
-                if not on_result(share[pos], result):
-                    facts.duplicates += 1
+                for pos, result in await ref:
+                    back.add(pos)
+                    if not on_result(share[pos], result):
+                        facts.duplicates += 1
         except ray.exceptions.RayTaskError as exc:  # the world raised: a bug or bad input, not the cluster
             cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
             errors.append(f"a world raised {type(cause).__name__}: {cause}")
