@@ -39,8 +39,15 @@ demo: $(STAMP) sandbox
 	$(BIN)/workbench report outputs/demo
 	@echo "open outputs/demo/report.html (works offline); records in outputs/demo"
 
-test: $(STAMP) browser sandbox lint docs
-	$(BIN)/python -m pytest -q
+# The type check (about 35 s cold) runs beside the tests, on the core they leave idle most of the
+# time; its output is shown after theirs, and either failing fails `make test`.
+test: $(STAMP) browser sandbox docs
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/ruff check workbench tests benchmarks
+	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
+	$(BIN)/python -m pytest -q; tests=$$?; \
+	wait $$types; typed=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
+	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 # The documentation site (mkdocs.yml, docs/): built offline, every warning an error (a broken
 # link or anchor, a page missing from the nav, an API page whose module will not load), into

@@ -36,6 +36,10 @@ SKIP = {
                              "marker in `make bench`, and tests/test_local_runtime.py tests the command's logic",
     r"params/open-weight\.yaml|bench_local\.py|bench_local_replay\.py": "needs open-weight weights fetched first "
                                                                          "(models fetch)",
+    r"report outputs/demo$": "the demo's report again: `make demo` writes it and docs/index.md's `report outputs/demo "
+                              "--figures` writes it again with its figures, both run here (8 s of the suite each)",
+    r"profiles --check$": "the twins' calibration over five seeds (11 s): tests/test_calibration.py runs the same "
+                          "check on every shipped twin and the command's exit codes",
     r"benchmarks/bench_grid\.py": "a benchmark (about 17 s of the suite): `make bench` runs every benchmark, this one "
                                   "included, and prints its figures",
     r"params/open-questions\.yaml|outputs/open-questions": "its open-weight cell needs weights fetched first (models "
