@@ -94,7 +94,10 @@ def test_bad_distractor_and_hnsw_fields_are_refused_naming_the_field(tmp_path: P
                         ({"distractors": {"count": -1}}, r"cells\[0\]\.distractors\.count"),
                         ({"hnsw": {"ef_search": 4}}, "hnsw: expected vector_backend: chroma"),
                         ({"condition": "baseline", "distractors": {"count": 5}}, "distractors: expected a condition"),
-                        ({"vector_backend": "chroma", "hnsw": {"M": 4}}, r"cells\[0\]\.hnsw\.M")):
+                        ({"vector_backend": "chroma", "hnsw": {"M": 4}}, r"cells\[0\]\.hnsw\.M"),
+                        # distractors go through the store's rule, so a detector would be mixed with it
+                        ({"condition": "lightweight-invalidation", "conflicts": "lexical",
+                          "distractors": {"count": 5}}, "distractors: expected conflicts: oracle")):
         with pytest.raises(ParamsError, match=match):
             load_study(recall_study(tmp_path, [cell]))
 

@@ -179,6 +179,13 @@ class RecallCell(BaseModel):
             # a detector with nothing to decide would be a factor that changes nothing
             raise InputError(f"conflicts: {self.conflicts} expected invalidation on (condition "
                              f"lightweight-invalidation, or invalidation: true); condition {self.condition} has none")
+        if self.conflicts != "oracle" and self.distractors is not None and self.distractors.count \
+                and self.uses_invalidation():
+            # distractors are written in one batch through the store's similarity rule, not through the
+            # detector: two detectors in one cell would be mixed in silently
+            raise InputError(f"distractors: expected conflicts: oracle with invalidation; under conflicts: "
+                             f"{self.conflicts} the distractor entries would be judged by the store's similarity "
+                             f"rule, not by the {self.conflicts} detector (not supported yet)")
         return self
 
     # -- derived settings ---------------------------------------------------------
