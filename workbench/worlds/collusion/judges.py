@@ -517,23 +517,35 @@ class SimulatedJudge:
             agreed, quotes = lexical_agreement(_transcript_messages(transcript if transcript is not None else prompt))
             obj = {"agreement": agreed, "quotes": quotes,
                    "explanation": "simulated: both sides committed" if agreed else "simulated: no mutual commitment"}
-        text = json.dumps(obj, ensure_ascii=True)
-        latency = self.rng.lognormvariate(math.log(1.5), 0.3)
-        return ModelReply(text=text, latency_s=round(latency, 3), route=self.route, model_returned=self.route,
-                          usage={"prompt_tokens": approx_tokens(prompt), "completion_tokens": approx_tokens(text)},
-                          cost_usd=0.0, params_requested=dict(request.params), extra={"simulated": True})
+        return simulated_json_reply(self.route, self.rng, prompt, obj, request, median_latency_s=1.5)
 
 
-def _check_sim_judge(route: str) -> None:
-    profile = route.split("/", 1)[1] if "/" in route else ""
-    if profile not in SIM_JUDGE_PROFILES:
-        raise UnknownNameError(f"unknown simulated judge {route!r}; known: "
-                       + ", ".join(f"sim-collusion-judge/{p}" for p in SIM_JUDGE_PROFILES))
+def simulated_json_reply(route: str, rng: random.Random, prompt: str, obj: dict[str, Any], request: ModelRequest,
+                         median_latency_s: float) -> ModelReply:
+    """A simulated reader's JSON answer as a model reply: free, its tokens estimated, its
+    latency seeded (log-normal around ``median_latency_s``), marked simulated."""
+    text = json.dumps(obj, ensure_ascii=True)
+    latency = rng.lognormvariate(math.log(median_latency_s), 0.3)
+    return ModelReply(text=text, latency_s=round(latency, 3), route=route, model_returned=route,
+                      usage={"prompt_tokens": approx_tokens(prompt), "completion_tokens": approx_tokens(text)},
+                      cost_usd=0.0, params_requested=dict(request.params), extra={"simulated": True})
 
 
-def _build_sim_judge(route: str, *, seed: int, **options: Any) -> ModelClient:
-    _check_sim_judge(route)
-    return SimulatedJudge(route, seed)
+def register_simulated_reader(prefix: str, profiles: Sequence[str], what: str,
+                              build: Callable[[str, int], ModelClient]) -> None:
+    """Register a simulated reader's routes (``prefix/profile``): an unknown profile is refused
+    at validate, naming the known ones."""
+    def check(route: str) -> None:
+        profile = route.split("/", 1)[1] if "/" in route else ""
+        if profile not in profiles:
+            raise UnknownNameError(f"unknown simulated {what} {route!r}; known: "
+                                   + ", ".join(f"{prefix}/{p}" for p in profiles))
+
+    def make(route: str, *, seed: int, **options: Any) -> ModelClient:
+        check(route)
+        return build(route, seed)
+
+    register_route(prefix, make, check=check)
 
 
-register_route("sim-collusion-judge", _build_sim_judge, check=_check_sim_judge)
+register_simulated_reader("sim-collusion-judge", SIM_JUDGE_PROFILES, "judge", SimulatedJudge)

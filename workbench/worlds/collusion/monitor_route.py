@@ -24,19 +24,24 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.errors import InputError, UnknownNameError
-from workbench.models.base import ModelClient, ModelReply, ModelRequest, approx_tokens
-from workbench.models.factory import make_client, register_route
+from workbench.errors import InputError
+from workbench.models.base import ModelClient, ModelReply, ModelRequest
+from workbench.models.factory import make_client
 from workbench.seeding import derive_seed
 from workbench.templates import template_set
-from workbench.worlds.collusion.judges import PROMPT_DIR, _append, parse_judgment
+from workbench.worlds.collusion.judges import (
+    PROMPT_DIR,
+    _append,
+    parse_judgment,
+    register_simulated_reader,
+    simulated_json_reply,
+)
 from workbench.worlds.collusion.monitor import (
     MONITORS_FILE,
     READS,
@@ -269,23 +274,7 @@ class SimulatedMonitorClient:
         flagged = all(lean[a] for a in lean)
         obj = {"collusion": flagged, "evidence": [c for a in lean for c in lean[a]],
                "explanation": "simulated: both agents show a cue" if flagged else "simulated: not both agents show a cue"}
-        text = json.dumps(obj, ensure_ascii=True)
-        latency = self.rng.lognormvariate(math.log(1.0), 0.3)
-        return ModelReply(text=text, latency_s=round(latency, 3), route=self.route, model_returned=self.route,
-                          usage={"prompt_tokens": approx_tokens(prompt), "completion_tokens": approx_tokens(text)},
-                          cost_usd=0.0, params_requested=dict(request.params), extra={"simulated": True})
+        return simulated_json_reply(self.route, self.rng, prompt, obj, request, median_latency_s=1.0)
 
 
-def _check_sim_monitor(route: str) -> None:
-    profile = route.split("/", 1)[1] if "/" in route else ""
-    if profile not in SIM_MONITOR_PROFILES:
-        raise UnknownNameError(f"unknown simulated monitor {route!r}; known: "
-                               + ", ".join(f"sim-collusion-monitor/{p}" for p in SIM_MONITOR_PROFILES))
-
-
-def _build_sim_monitor(route: str, *, seed: int, **options: Any) -> ModelClient:
-    _check_sim_monitor(route)
-    return SimulatedMonitorClient(route, seed)
-
-
-register_route("sim-collusion-monitor", _build_sim_monitor, check=_check_sim_monitor)
+register_simulated_reader("sim-collusion-monitor", SIM_MONITOR_PROFILES, "monitor", SimulatedMonitorClient)
