@@ -54,6 +54,9 @@ def test_trajectory_onset_counts_evaluation_episodes_after_warmups():
     assert not row["warmup_collusion"]
     never = M.trajectory_row(trajectory("v", [], n=4))
     assert not never["ever_colluded"] and never["onset_episode"] is None and never["colluding_share"] == 0
+    # colluded from the start: the first evaluation episode, after the warm-ups (whose accepts are not counted)
+    assert not row["colluded_from_start"] and not never["colluded_from_start"]
+    assert M.trajectory_row(trajectory("s", [1, 2], n=4, warmups=3))["colluded_from_start"]
 
 
 def test_world_metrics_is_json_plain_and_counts_usage():
