@@ -159,3 +159,19 @@ def test_an_interval_that_leaves_out_zero_is_no_finding_when_the_paired_test_doe
     assert f.direction == UNCLEAR
     (g,) = contrast_findings(pd.DataFrame([{**row, P: 0.03}]))
     assert g.direction == HIGHER
+
+
+def test_a_contrast_declared_with_its_own_metric_is_said_in_that_metrics_words():
+    """A declared contrast with ``metric:`` (the collusion study's warm-up, in colluded_from_start)
+    is summed up, headed and titled in its own metric's words, not the table's."""
+    from workbench.views.run_report import RunReport
+
+    t = pd.DataFrame([_row("memory", "10/10", "1/10", -0.9, -0.98, -0.49, estimable=True, metric="ever_colluded"),
+                      _row("warm-up", "0/10", "6/10", 0.6, 0.2, 0.83, estimable=True, metric="colluded_from_start")])
+    t.attrs["metric"] = "ever_colluded"
+    ctx = findings_context(t, "ever colluded", "trajectories", Estimability())
+    said = {s["name"]: s["text"] for s in ctx["summary"]}
+    assert said["memory"].startswith("ever colluded lower") and said["warm-up"].startswith("colluded from start higher")
+    assert [d["head"].split(",")[0] for d in ctx["details"]] == ["ever colluded", "colluded from start"]
+    title = RunReport.headline_title(None, t, "ever colluded")  # type: ignore[arg-type]
+    assert title == "ever colluded, memory, warm-up (in colluded from start)"

@@ -250,7 +250,11 @@ class RunReport:
         names = list(dict.fromkeys([*(str(c) for c in t["contrast"])] if len(t) else []))
         names += [str(c.get("name") or c.get("factor")) for c in declared
                   if str(c.get("name") or c.get("factor")) not in names]
-        return f"{metric_label}, {', '.join(names) or 'no matched contrast'}"
+        table_metric = str(t.attrs.get("metric") or "") if len(t) else ""
+        own = {str(r["contrast"]): own_metric_label(str(r.get("metric") or ""), table_metric, metric_label)
+               for _, r in t.iterrows()} if len(t) and "metric" in t.columns else {}
+        shown = [n if own.get(n, metric_label) == metric_label else f"{n} (in {own[n]})" for n in names]
+        return f"{metric_label}, {', '.join(shown) or 'no matched contrast'}"
 
     def show_findings(self, t: Any, metric_label: str | None = None, unit: str | None = None,
                       declared: Sequence[Mapping[str, Any]] | None = None) -> None:
@@ -526,6 +530,12 @@ def contrast_summary(findings: Sequence[Finding], metric_label: str, unit: str) 
     return f"{metric_label} {'; '.join(parts)}; {paired} paired {unit}" + (" in all." if cells > 1 else ".")
 
 
+def own_metric_label(metric: str, table_metric: str, table_label: str) -> str:
+    """The words for a contrast's metric: the table's label where it is the table's metric,
+    else the metric's own name (a declared contrast with ``metric:``)."""
+    return table_label if not metric or metric == table_metric else metric.replace("_", " ")
+
+
 def findings_context(t: Any, metric_label: str, unit: str, rule: Any = None,
                      declared: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """What ``report_findings.html`` shows of a matched-contrast table: the summary per
@@ -533,12 +543,15 @@ def findings_context(t: Any, metric_label: str, unit: str, rule: Any = None,
     with no matched pair of cells at all), and every pair in words."""
     from workbench.metrics.contrasts import NO_CORRECTION
 
-    findings = contrast_findings(t, unit, rule, str(t.attrs.get("metric") or ""))
+    table_metric = str(t.attrs.get("metric") or "")
+    findings = contrast_findings(t, unit, rule, table_metric)
     names = list(dict.fromkeys(f.contrast for f in findings))
     summary, not_estimable, details = [], [], []
     for name in names:
         group = [f for f in findings if f.contrast == name]
-        text = contrast_summary(group, metric_label, unit)
+        # a contrast declared with its own metric (``metric:``) is said in that metric's words
+        own = own_metric_label(group[0].metric, table_metric, metric_label)
+        text = contrast_summary(group, own, unit)
         if text:
             summary.append({"name": name, "text": text})
         for f in group:
@@ -547,7 +560,7 @@ def findings_context(t: Any, metric_label: str, unit: str, rule: Any = None,
                 not_estimable.append({"name": name, "text": f"{f.reason} ({where}{f.b} {f.b_kn} vs {f.a} {f.a_kn} "
                                                             f"valid {unit})"})
         first = group[0]
-        details.append({"name": name, "head": f"{metric_label}, {first.factor} {first.b} vs {first.a}, valid {unit}; "
+        details.append({"name": name, "head": f"{own}, {first.factor} {first.b} vs {first.a}, valid {unit}; "
                                               f"{NO_CORRECTION}",
                         "lines": [finding_line(f, unit) for f in group]})
     for c in declared:

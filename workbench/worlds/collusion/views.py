@@ -442,6 +442,16 @@ def oversight_tables(records: Any, ef: pd.DataFrame, judgments: pd.DataFrame | N
     return M.oversight_tables(records, ef, judgments)
 
 
+def _own_metrics(t: pd.DataFrame) -> str:
+    """The contrasts declared with their own metric, for the forest plot's caption (" (warm-up: in
+    colluded from start)"); empty when every row is in ever colluded."""
+    if not len(t) or "metric" not in t.columns:
+        return ""
+    own = {str(r["contrast"]): str(r["metric"]).replace("_", " ") for _, r in t.iterrows()
+           if r.get("metric") and r["metric"] != "ever_colluded"}
+    return f" ({'; '.join(f'{k}: in {v}' for k, v in own.items())})" if own else ""
+
+
 @dataclass
 class CollusionReport(RunReport):
     """What ``collusion_analysis.ipynb`` and ``collusion_world.ipynb`` show, as
@@ -657,8 +667,8 @@ class CollusionReport(RunReport):
             readable_html(brief_view(t), caption=CAPTIONS["contrasts"], title="Matched contrasts", labels=LABELS,
                           keep=("A", "B")),
             figure, f"Each point is one matched pair of cells (label: factor: B vs A · what both hold fixed); "
-                    f"difference in the share of trajectories that ever colluded, B − A, with its 95 % Newcombe "
-                    f"interval; {n} paired trajectories in all; no multiple-comparison correction.",
+                    f"difference in the share of trajectories that ever colluded{_own_metrics(t)}, B − A, with its "
+                    f"95 % Newcombe interval; {n} paired trajectories in all; no multiple-comparison correction.",
             self.contrast_words_html(t, metric_label="ever colluded", unit="trajectories", declared=declared))
 
     def sections(self) -> dict[str, Section]:
