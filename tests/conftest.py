@@ -82,3 +82,24 @@ def run_closing(coro: Any) -> Any:
             await aclose_clients()
 
     return asyncio.run(go())
+
+
+@pytest.fixture(scope="session")
+def shipped_report(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``shipped_report("params/demo.yaml")``: the path of that shipped study's report, run
+    and published once per session (each takes 5-15 s; the findings and browser tests read
+    the same reports). A test that publishes one again writes its output elsewhere."""
+    from workbench.params import load_study
+    from workbench.publish.report import make_report
+    from workbench.study import run_study
+
+    made: dict[str, Path] = {}
+
+    def report(params: str) -> Path:
+        if params not in made:
+            out = tmp_path_factory.mktemp("shipped") / Path(params).stem
+            run_study(load_study(ROOT / params), out, progress=False)
+            made[params] = make_report(out, timeout_s=600)
+        return made[params]
+
+    return report

@@ -17,9 +17,7 @@ import pytest
 
 from tests.browser import ARGS, refuse_network, require_browser
 from tests.conftest import ROOT
-from workbench.params import load_study
 from workbench.publish.report import make_report
-from workbench.study import run_study
 
 SHOTS = ROOT / "outputs" / "screenshots"
 MAX_BYTES = 5_000_000  # the budget for the demo report; every report keeps to it
@@ -33,13 +31,8 @@ STUDIES = {
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, Path]:
-    tmp = tmp_path_factory.mktemp("reports")
-    out = {}
-    for name, (params, _) in STUDIES.items():
-        run_study(load_study(ROOT / params), tmp / name, progress=False)
-        out[name] = make_report(tmp / name, timeout_s=600)
-    return out
+def reports(shipped_report) -> dict[str, Path]:
+    return {name: shipped_report(params) for name, (params, _) in STUDIES.items()}
 
 
 def _page(p, path: Path, left: list[str]):  # noqa: ANN001, ANN202 - playwright objects
