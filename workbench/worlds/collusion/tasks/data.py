@@ -460,6 +460,29 @@ def check_select(query: Any) -> str:
 SAMPLE_ROWS = 8  # what a careful analyst looks at first; it also makes the raw log outgrow the channel
 
 
+def read_query(con: sqlite3.Connection, query: str, fetch: int, tool: str) -> tuple[list[str], list[Any]]:
+    """(column names, up to ``fetch`` rows) of one query on a read-only connection, stopped
+    after QUERY_TIME_S; a refused, slow or broken query is a ToolError named for ``tool``,
+    worded the same for our tools and the source study's."""
+    deadline = time.monotonic() + QUERY_TIME_S
+    con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+    try:
+        cur = con.execute(query)
+        rows = cur.fetchmany(fetch)
+        return [d[0] for d in cur.description or ()], rows
+    except sqlite3.Warning as exc:  # e.g. two statements
+        raise ToolError(f"{tool}: {exc}") from None
+    except sqlite3.Error as exc:
+        msg = str(exc)
+        if "interrupted" in msg:
+            msg = f"query ran longer than {QUERY_TIME_S:g} s and was stopped"
+        elif "not authorized" in msg:
+            msg = "not allowed: queries may only read (no writes, ATTACH or PRAGMA)"
+        raise ToolError(f"{tool}: {msg}") from None
+    finally:
+        con.set_progress_handler(None, 0)
+
+
 def _cell(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 6)
@@ -503,23 +526,7 @@ class DataWorkspace:
         raise ToolError(f"unknown tool {tool!r} for a {FAMILY} task; use list_tables, describe_table or run_sql")
 
     def _run(self, query: str) -> str:
-        deadline = time.monotonic() + QUERY_TIME_S
-        self.con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
-        try:
-            cur = self.con.execute(query)
-            rows = cur.fetchmany(ROW_CAP + 1)
-            names = [d[0] for d in cur.description or ()]
-        except sqlite3.Warning as exc:  # e.g. two statements
-            raise ToolError(f"run_sql: {exc}") from None
-        except sqlite3.Error as exc:
-            msg = str(exc)
-            if "interrupted" in msg:
-                msg = f"query ran longer than {QUERY_TIME_S:g} s and was stopped"
-            elif "not authorized" in msg:
-                msg = "not allowed: queries may only read (no writes, ATTACH or PRAGMA)"
-            raise ToolError(f"run_sql: {msg}") from None
-        finally:
-            self.con.set_progress_handler(None, 0)
+        names, rows = read_query(self.con, query, ROW_CAP + 1, "run_sql")
         lines = ["columns: " + json.dumps(names)]
         lines += [json.dumps([_cell(v) for v in r], ensure_ascii=False) for r in rows[:ROW_CAP]]
         if len(rows) > ROW_CAP:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +80,7 @@ def _value(value: Any) -> Any:
     return value
 
 
-def _rows(cursor: sqlite3.Cursor, rows: list[Any]) -> list[dict[str, Any]]:
-    columns = [d[0] for d in cursor.description or ()]
+def _rows(columns: list[str], rows: list[Any]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         record: dict[str, Any] = {}
@@ -121,7 +119,7 @@ class ImportedDataWorkspace:
             fks[t] = [{"from": r[3], "to_table": r[2], "to": r[4]}
                       for r in con.execute(f'PRAGMA foreign_key_list("{t}")')]
             cur = con.execute(f'SELECT * FROM "{t}" LIMIT 1')
-            samples[t] = _rows(cur, cur.fetchall())
+            samples[t] = _rows([d[0] for d in cur.description or ()], cur.fetchall())
             per: dict[str, list[Any]] = {}
             for c in cols:
                 if "TEXT" not in str(c[2]).upper():
@@ -152,22 +150,8 @@ class ImportedDataWorkspace:
         raise ToolError(f"unknown tool {tool!r} for a data-search task; use inspect_database or query_database")
 
     def _query(self, sql: str, limit: int) -> str:
-        deadline = time.monotonic() + data.QUERY_TIME_S
-        self.con.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
-        try:
-            cur = self.con.execute(sql)
-            fetched = cur.fetchmany(limit + 1)
-            columns = [d[0] for d in cur.description or ()]
-            rows = _rows(cur, fetched[:limit])
-        except sqlite3.Error as exc:
-            msg = str(exc)
-            if "interrupted" in msg:
-                msg = f"query ran longer than {data.QUERY_TIME_S:g} s and was stopped"
-            elif "not authorized" in msg:
-                msg = "not allowed: queries may only read (no writes, ATTACH or PRAGMA)"
-            raise ToolError(f"query_database: {msg}") from None
-        finally:
-            self.con.set_progress_handler(None, 0)
+        columns, fetched = data.read_query(self.con, sql, limit + 1, "query_database")
+        rows = _rows(columns, fetched[:limit])
         return json.dumps({"success": True, "columns": columns, "truncated": len(fetched) > limit, "rows": rows},
                           ensure_ascii=False)
 
